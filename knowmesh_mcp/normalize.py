@@ -41,28 +41,98 @@ def canonical_ecosystem(name: str) -> str:
     return ECOSYSTEM_ALIASES.get(folded, folded)
 
 
-# Order matters: each pattern runs on the output of the ones before it.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_TIMESTAMP = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?\b"
-    r"|\b\d{4}[-/]\d{2}[-/]\d{2}\b"
-    r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+# --- Normalization rules -----------------------------------------------------------------
+# Each rule runs on the output of the ones before it, in the order of `normalize_signature`.
+# Invariants that keep the whole idempotent (normalizing twice changes nothing):
+# - a placeholder is `<` + lowercase letters or `*` + `>`; no rule matches inside one, and no
+#   placeholder contains a digit, an uppercase letter or a quote;
+# - a rule that refuses to start right after a word character also refuses to start after `>`,
+#   and one that refuses to end before a word character also refuses to end before `<`: a word
+#   character next to a match may itself become a placeholder, which must not make it match on
+#   the second pass.
+# Every repeated character class is anchored by a lookbehind that excludes that same class, so
+# a long run is scanned from one start only: no catastrophic backtracking.
+
+# Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
+# Runs before lowercasing because final bytes are case-sensitive (`\x1b[2K`, `\x1bM`).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
+# SGR colour codes whose ESC byte was lost on the way (CI logs pasted into issues), or shown
+# in caret notation: `[31m`, `[1;31m`, `^[[0m`. Digits are required, so `x[m]` survives.
+_ANSI_REMNANT = re.compile(r"(?:\^\[)?\[\d+(?:;\d+)*m")
+# Control characters other than tab, LF and CR (kept for now, see below), C1 controls, and
+# invisible format characters (zero-width spaces, BOM) become spaces.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2060\ufeff]")
+# Quoted values: the missing module, the key, the user, a path with spaces. A single quote
+# opens only after a non-word character (or a `b`/`u` repr prefix) and closes only before one,
+# so the apostrophes of "can't" and "it's" are not quotes. A quote may hold a CR (the classic
+# `‘bash\r’` of a CRLF script), never an LF. `x' is GNU quoting (bash: unexpected token `fi').
+_QUOTED = re.compile(
+    r"(?:(?<![\w>])|(?<=[bu])(?<![\w>][bu]))'[^'\n]*'(?![\w<])"
+    r'|"[^"\n]*"'
+    r"|`[^`\n]*`"
+    r"|`[^`'\n]*'"
+    r"|‘[^‘’\n]*’"
+    r"|“[^“”\n]*”"
 )
-_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
-_HEX_ADDRESS = re.compile(r"\b0x[0-9a-f]+\b")
-_LONG_HEX = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b")
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+")
-_WINDOWS_PATH = re.compile(r"(?<![\w])(?:[a-z]:|\\\\[^\\\s]+)\\(?:[^\\\s'\"<>:|?*]+\\?)*[^\\\s'\"<>:|?*,;)]*")
+# BSD sed echoes the first character of a file name mistaken for its script
+# (`sed: 1: "file.txt": invalid command code f`): that character is a value.
+_SED_COMMAND_CODE = re.compile(r"(invalid command code[ \t]+)[^\s<]")
+# URLs (before paths: they contain slashes). A trailing sentence mark is not part of one.
+_URL = re.compile(r"(?<![\w+.>-])[a-z][\w+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:!?)\]}]")
+# Windows paths: a drive (`c:\`, `c:/`) or a UNC root (`\\server\`), then folders; a folder
+# may contain single spaces (`Program Files`) when a backslash follows it.
+_WIN_CHAR = r"[^\s'\"<>|?*:,;()\\/]"
+_WINDOWS_PATH = re.compile(
+    rf"(?<![\w\\>])(?:[a-z]:[\\/]|\\\\{_WIN_CHAR}+\\)"
+    rf"(?:{_WIN_CHAR}+(?: {_WIN_CHAR}+)*\\|{_WIN_CHAR}+/)*{_WIN_CHAR}*"
+)
+# POSIX paths: absolute, `~/`, `./`, `../`; relative `dir/file.ext` (an extension starting
+# with a letter, so `numpy/1.26.4` is not a path); and a bare `file.ext` followed by a line
+# number (`main.rs:4:20`, `main.cpp(12)`), which also catches `host.name:443`.
+_PATH_CHAR = r"[^\s'\"<>:,;()\[\]{}|]"
+_PATH_START = r"(?<![\w.~@+<>/\\-])"
 _POSIX_PATH = re.compile(
-    r"(?<![\w.<>/-])(?:~|\.{1,2})?(?:/[^\s'\"<>:,;()\[\]]+)+/?|(?<![\w<>/])(?:[\w.-]+/)+[\w.-]+\.[a-z0-9]{1,5}\b"
+    rf"{_PATH_START}(?:~|\.{{1,2}})?/{_PATH_CHAR}+"
+    rf"|{_PATH_START}(?:[\w.@+-]+/)+[\w.@+-]*\.[a-z][a-z0-9]{{0,4}}(?![\w<])"
+    rf"|{_PATH_START}[\w.@+-]*\.[a-z][a-z0-9]{{0,4}}(?=[:(]\d)"
 )
-_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|‘[^’\n]*’|“[^”\n]*”")
-_LINE_NUMBER = re.compile(r"\b(line|ln|row|col|column)\s+\d+\b")
-_LOCATION = re.compile(r"(<path>|\w)(:\d+)+\b")
-_VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+){1,3}(?:[-+.]?[a-z0-9]+(?:\.\d+)*)?\b")
-_NUMBER = re.compile(r"(?<![\w<])\d+(?:\.\d+)?\b")
-_SPACES = re.compile(r"[ \t\r\f\v]+")
+# Timestamps: ISO and Go-log dates with an optional time and zone; syslog, HTTP and ctime
+# dates with a month name; and a bare time of day with seconds (`[10:11:12]`). A time of day
+# must not touch a colon, so `file:10:11:12` stays a location.
+_ZONE = r"(?:[ \t]?[ap]m)?(?:[ \t]?(?:z|utc|gmt|[+-]\d{2}:?\d{2}))?"
+_CLOCK = rf"\d{{1,2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?{_ZONE}"
+_WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*"
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_TIMESTAMP = re.compile(
+    rf"(?<![\w:.>])\d{{4}}[-/]\d{{1,2}}[-/]\d{{1,2}}(?:[t \t]\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[.,]\d+)?{_ZONE})?(?![\d:<])"
+    rf"|(?<![\w:.>])(?:{_WEEKDAY},?[ \t]+)?(?:{_MONTH}[ \t]+\d{{1,2}}|\d{{1,2}}[ \t]+{_MONTH})"
+    rf"(?:,?[ \t]+\d{{4}})?[ \t]+{_CLOCK}(?:[ \t]+\d{{4}})?(?![\w:<])"
+    rf"|(?<![\w:.>]){_CLOCK}(?![\w:<])"
+)
+# UUIDs (before hex ids: each group is hex).
+_UUID = re.compile(r"(?<![\w>-])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![\w<])")
+# IPv4 addresses (before versions, which they look like); a port stays a separate number.
+_IPV4 = re.compile(r"(?<![\w.>])(?:\d{1,3}\.){3}\d{1,3}(?![\w<]|\.\d)")
+# Memory addresses and Go frame offsets: 0x7ffd5b2c, +0x1d.
+_HEX_ADDRESS = re.compile(r"(?<![\w>])0x[0-9a-f]+(?![\w<])")
+# Git SHAs, container and image ids: 7+ hex characters with at least one digit and one letter
+# (all-digit runs are numbers; all-letter runs like `deadbeef` or `accede` are words).
+_LONG_HEX = re.compile(r"(?<![\w>])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![\w<])")
+# Versions: 1.2, v1.2.3, 3.11.4rc1, 1.0.0-beta.2, and python3.11 (a letter may precede).
+# Two-part decimals (`12.5s`) are indistinguishable from versions and also become <ver>.
+_VERSION = re.compile(r"(?:(?<![\w.>])v)?(?<![\d.])\d+(?:\.\d+){1,3}(?:[-+.]?[a-z0-9]+(?:\.\d+)*)?(?![\w<])")
+# Every other number: line and column numbers (`line 3`, `:4:20`), ports, counts, sizes,
+# lengths, pids; digits glued to a unit (`12ms`) too. Digits after a letter are part of a name
+# or an error code (E0382, sha256, x86_64) and stay. HTTP status and process exit codes are the
+# error's identity (404 vs 500, 137 = killed) and stay after "status code" / "exit code" /
+# "exit status".
+_NUMBER = re.compile(r"(\b(?:(?:status|exit)[ \t]+code|exit[ \t]+status)[ \t]*:?[ \t]*)?(?<!\w)\d+")
+# Caret and tilde underlines (Python 3.11+, Rust) whose length follows the value above them.
+_CARETS = re.compile(r"[\^~]{2,}")
+# Rust's dash underlines (`-----`), standing alone between spaces.
+_DASHES = re.compile(r"(?<!\S)-{2,}(?!\S)")
+# Runs of horizontal whitespace (tabs, NBSP, Unicode spaces) become one space.
+_SPACES = re.compile(r"[^\S\n]+")
 
 
 def _replace_quoted(match: re.Match[str]) -> str:
@@ -70,40 +140,61 @@ def _replace_quoted(match: re.Match[str]) -> str:
     return text[0] + "<*>" + text[-1]
 
 
+def _replace_number(match: re.Match[str]) -> str:
+    return match.group(0) if match.group(1) else "<n>"
+
+
+def _clean(text: str) -> str:
+    """Remove terminal escapes and control characters, lowercase, and turn CRLF into LF."""
+    text = _ANSI.sub("", text)
+    text = text.lower()
+    text = _ANSI_REMNANT.sub("", text)
+    text = text.replace("\r\n", "\n")
+    return _CONTROL.sub(" ", text)
+
+
 def normalize_signature(text: str) -> str:
     """Reduce a raw error to its stable shape.
 
-    Lowercases; removes ANSI colour codes and control characters; replaces timestamps,
-    UUIDs, hex addresses, URLs, Windows and POSIX paths, quoted values, line/column
-    numbers, versions and other numbers with placeholders; collapses spaces inside each
-    line and drops blank lines. Idempotent: normalizing the output changes nothing.
+    In order: removes terminal escapes (before lowercasing: their final byte is
+    case-sensitive); lowercases; removes ESC-less colour codes; turns CRLF into LF and other
+    control characters into spaces; replaces quoted values with `'<*>'` (keeping both quote
+    characters, and before a lone CR becomes a line break, so `‘bash\\r’` stays one line);
+    turns remaining CRs into LFs; then replaces URLs, Windows and POSIX paths, timestamps,
+    UUIDs, IPv4 addresses, hex addresses, long hex ids, versions and other numbers with
+    `<url>`, `<path>`, `<ts>`, `<uuid>`, `<ip>`, `<addr>`, `<hex>`, `<ver>`, `<n>`; shortens
+    caret and dash underlines; collapses whitespace inside each line and drops blank lines.
+    Multi-line input keeps its lines. Idempotent: normalizing the output changes nothing.
     """
-    text = _ANSI.sub("", text)
-    text = text.lower()
-    text = _CONTROL.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
-    text = _TIMESTAMP.sub("<ts>", text)
-    text = _UUID.sub("<uuid>", text)
-    text = _HEX_ADDRESS.sub("<addr>", text)
-    text = _LONG_HEX.sub("<hex>", text)
+    text = _clean(text)
     text = _QUOTED.sub(_replace_quoted, text)
+    text = text.replace("\r", "\n")
+    text = _SED_COMMAND_CODE.sub(r"\1<*>", text)
     text = _URL.sub("<url>", text)
     text = _WINDOWS_PATH.sub("<path>", text)
     text = _POSIX_PATH.sub("<path>", text)
-    text = _LINE_NUMBER.sub(r"\1 <n>", text)
-    text = _LOCATION.sub(r"\1:<n>", text)
+    text = _TIMESTAMP.sub("<ts>", text)
+    text = _UUID.sub("<uuid>", text)
+    text = _IPV4.sub("<ip>", text)
+    text = _HEX_ADDRESS.sub("<addr>", text)
+    text = _LONG_HEX.sub("<hex>", text)
     text = _VERSION.sub("<ver>", text)
-    text = _NUMBER.sub("<n>", text)
+    text = _NUMBER.sub(_replace_number, text)
+    text = _CARETS.sub("^", text)
+    text = _DASHES.sub("-", text)
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 
 
 def quoted_values(text: str) -> list[str]:
-    """The quoted values of a raw error (lowercased, in order), e.g. the missing module's name.
+    """The raw quoted values of an error (lowercased, in order), e.g. the missing module's name.
 
-    Together with the signature hash they tell a duplicate (same error, same value) from
-    a sibling (same error shape, a different module).
+    They are exactly the values `normalize_signature` replaced with `'<*>'`, found the same
+    way, without the quote characters and otherwise untouched (a CR inside `‘bash\\r’` is
+    kept). Together with the signature hash they tell a duplicate (same error, same value)
+    from a sibling (same error shape, a different module).
     """
-    return [m.group(0)[1:-1].strip().lower() for m in _QUOTED.finditer(_ANSI.sub("", text))]
+    return [m.group(0)[1:-1] for m in _QUOTED.finditer(_clean(text))]
 
 
 def signature_hash(text: str) -> str:

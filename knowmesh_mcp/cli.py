@@ -1,0 +1,192 @@
+"""The `knowmesh-mcp` command.
+
+Commands that do not serve MCP never import the `mcp` package (it costs ~0.7 s), and a
+stdio server writes nothing but protocol messages to stdout. Exit codes: 0 ok, 1 runtime
+error, 2 bad usage or bad input, with one clear line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import KnowmeshError
+
+
+def default_db_path() -> str:
+    """--db, else KNOWMESH_DB, else $XDG_DATA_HOME/knowmesh/knowmesh.db."""
+    if os.environ.get("KNOWMESH_DB"):
+        return os.environ["KNOWMESH_DB"]
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(data_home) / "knowmesh" / "knowmesh.db")
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+class UsageError(Exception):
+    """Bad input detected by the command itself: exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="database file (default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)")
+    common.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database")
+
+    parser = argparse.ArgumentParser(
+        prog="knowmesh-mcp",
+        description="A shared knowledge base of failure patterns for coding agents (MCP server, HTTP service, CLI).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser("serve", parents=[common], help="serve MCP over stdio, or MCP + HTTP API")
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout (the default)")
+    mode.add_argument("--http", action="store_true", help="HTTP API and MCP streamable HTTP at /mcp")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--read-only", action="store_true", help="expose read tools and routes only")
+    serve.add_argument("--remote", help="answer tools through this mesh's HTTP API (not yet implemented)")
+    serve.add_argument("--write-limit", type=int, default=10, help="submissions per hour per agent or IP (0 disables)")
+
+    read = commands.add_parser("read", parents=[common], help="print one article")
+    read.add_argument("id")
+    read.add_argument("--env", help="e.g. macos-15,python-3.12,pip")
+    read.add_argument("--json", action="store_true", help="print the JSON read instead of Markdown")
+
+    importer = commands.add_parser("import", parents=[common], help="import node documents (JSON, JSON array, JSONL; folders recursively)")
+    importer.add_argument("paths", nargs="+", metavar="PATH")
+    importer.add_argument("--dry-run", action="store_true", help="validate and report, write nothing")
+
+    export = commands.add_parser("export", parents=[common], help="write every current document as JSONL")
+    export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    return parser
+
+
+async def _open(args: argparse.Namespace):  # -> Service, imported lazily to keep start-up light
+    from .service import Service
+
+    empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
+    return await Service.open(args.db or default_db_path(), seed=not empty)
+
+
+async def _read(args: argparse.Namespace) -> int:
+    service = await _open(args)
+    try:
+        result = await service.read_node(args.id, service.read_request(env=args.env))
+    finally:
+        await service.close()
+    if args.json:
+        print(json.dumps(result.body, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(result.markdown())
+    return 0
+
+
+async def _import(args: argparse.Namespace) -> int:
+    from .service import load_documents
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {missing[0]}")
+    service = await _open(args)
+    try:
+        report = await service.import_documents(load_documents(args.paths), dry_run=args.dry_run)
+    finally:
+        await service.close()
+    for item in report.skipped:
+        print(f"skipped {item['id']} ({item['source']}): {item['reason']}", file=sys.stderr)
+    for item in report.invalid:
+        print(f"invalid {item['id'] or '?'} ({item['source']}): {item['error']['code']}: {item['error']['message']}", file=sys.stderr)
+    verb = "would create" if args.dry_run else "created"
+    summary = (f"{verb} {len(report.created)}, unchanged {len(report.unchanged)}, "
+               f"skipped {len(report.skipped)}, invalid {len(report.invalid)}")
+    if not report.created and not report.invalid:
+        summary += " (nothing to change)"
+    print(summary)
+    return 2 if report.invalid else 0
+
+
+async def _export(args: argparse.Namespace) -> int:
+    service = await _open(args)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    count = 0
+    try:
+        async for document in service.export_documents():
+            out.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
+            count += 1
+    finally:
+        await service.close()
+        if out is not sys.stdout:
+            out.close()
+    print(f"exported {count} documents", file=sys.stderr)
+    return 0
+
+
+async def _serve_stdio(args: argparse.Namespace) -> int:
+    from .mcp_server import build_mcp_server
+
+    service = await _open(args)
+    try:
+        server = build_mcp_server(lambda: service, read_only=args.read_only, local_agent=True)
+        await server.run_stdio_async()
+    finally:
+        await service.close()
+    return 0
+
+
+def _serve_http(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .http_app import build_app
+
+    empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
+    app = build_app(db_path=args.db or default_db_path(), seed=not empty, read_only=args.read_only)
+    print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        argv = ["serve", "--stdio"]
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        if args.command == "serve":
+            if args.remote:
+                raise UsageError("--remote is not available yet")
+            return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
+        runner: dict[str, Any] = {"read": _read, "import": _import, "export": _export}
+        return asyncio.run(runner[args.command](args))
+    except UsageError as error:
+        print(f"knowmesh-mcp: {error}", file=sys.stderr)
+        return 2
+    except KnowmeshError as error:
+        print(f"knowmesh-mcp: {error.code}: {error.message}", file=sys.stderr)
+        return 2 if error.status < 500 else 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # one clear line, not a traceback
+        print(f"knowmesh-mcp: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The HTTP service: `/v1` JSON and Markdown routes, `/llms.txt`, and MCP at `/mcp`, in one ASGI app.
+
+Routes parse the request, call one `Service` method and render its result; they hold no
+domain logic and no SQL. Every error, including malformed requests, is the JSON body of
+`KnowmeshError` with the spec's status; nothing reaches the client as a bare 500.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+
+from .errors import KnowmeshError, bad_parameter
+from .service import ReadResult, Service, require_node_id
+
+log = logging.getLogger("knowmesh.http")
+
+MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
+TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
+
+
+def llms_txt() -> str:
+    here = Path(__file__).parent
+    for candidate in (here / "llms.txt", here.parent / "llms.txt"):
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    return "# knowmesh-mcp\n"
+
+
+def error_response(error: KnowmeshError) -> JSONResponse:
+    return JSONResponse(error.to_body(), status_code=error.status, headers=TRUST_HEADER)
+
+
+async def read_json(request: Request) -> Any:
+    """The request body as JSON, refusing oversized bodies (413) and malformed JSON (400)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise KnowmeshError(400, "invalid_json", "the request body is empty; send a JSON object")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise KnowmeshError(400, "invalid_json", f"the request body is not valid UTF-8 JSON: {error}") from None
+
+
+def int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise bad_parameter(name, f"{name} must be an integer") from None
+
+
+def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Response:
+    headers = result.headers()
+    if request.headers.get("if-none-match") in {result.etag, f"W/{result.etag}"}:
+        return Response(status_code=304, headers=headers)
+    if markdown:
+        return PlainTextResponse(result.markdown(), headers=headers, media_type="text/markdown; charset=utf-8")
+    return JSONResponse(result.body, headers=headers)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def build_app(
+    *,
+    service: Service | None = None,
+    db_path: str | None = None,
+    seed: bool = True,
+    read_only: bool = False,
+    with_mcp: bool = True,
+) -> Starlette:
+    """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up."""
+    state: dict[str, Service] = {}
+
+    def current() -> Service:
+        return state["service"]
+
+    mcp_app = None
+    mcp_server = None
+    if with_mcp:
+        from .mcp_server import build_mcp_server
+
+        mcp_server = build_mcp_server(current, read_only=read_only)
+        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = service is None
+        state["service"] = service if service is not None else await Service.open(db_path or ":memory:", seed=seed)
+        try:
+            if mcp_server is not None:
+                async with mcp_server.session_manager.run():
+                    yield
+            else:
+                yield
+        finally:
+            if owned:
+                await state["service"].close()
+
+    async def create_node(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        body = await read_json(request)
+        agent = body.pop("agent", None) if isinstance(body, dict) else None
+        created = await current().create_node(body, agent=agent if isinstance(agent, dict) else None)
+        return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
+
+    async def list_nodes(request: Request) -> Response:
+        params = request.query_params
+        page = await current().list_nodes(
+            ecosystem=params.get("ecosystem"), fields=params.get("fields"),
+            limit=int_param(request, "limit"), cursor=params.get("cursor"),
+        )
+        return JSONResponse(page, headers=TRUST_HEADER)
+
+    async def node_routes(request: Request) -> Response:
+        """/v1/nodes/{ecosystem}/{slug}[.md] and /v1/nodes/{ecosystem}/{slug}/versions/{version}[.md]."""
+        rest: str = request.path_params["rest"]
+        markdown = rest.endswith(".md")
+        if markdown:
+            rest = rest[: -len(".md")]
+        parts = rest.split("/")
+        params = request.query_params
+        read = current().read_request(
+            env=params.get("env"), solution=params.get("solution"),
+            fields=params.get("fields"), include=params.get("include"),
+        )
+        if len(parts) == 4 and parts[2] == "versions":
+            node_id = require_node_id("/".join(parts[:2]))
+            result = await current().read_version(node_id, parts[3], read)
+        else:
+            node_id = require_node_id(rest)
+            result = await current().read_node(node_id, read)
+        return read_response(request, result, markdown=markdown)
+
+    async def llms(request: Request) -> Response:
+        return PlainTextResponse(llms_txt(), media_type="text/markdown; charset=utf-8")
+
+    async def on_knowmesh_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, KnowmeshError)
+        return error_response(error)
+
+    async def on_http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        return error_response(KnowmeshError(error.status_code, code, str(error.detail)))
+
+    async def on_unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(KnowmeshError(500, "internal_error", "unexpected server error; please report it"))
+
+    routes: list[Any] = [
+        Route("/llms.txt", llms, methods=["GET"]),
+        Route("/v1/nodes", list_nodes, methods=["GET"]),
+        Route("/v1/nodes", create_node, methods=["POST"]),
+        Route("/v1/nodes/{rest:path}", node_routes, methods=["GET"]),
+    ]
+    if mcp_app is not None:
+        routes += list(mcp_app.routes)
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            KnowmeshError: on_knowmesh_error,
+            HTTPException: on_http_error,
+            Exception: on_unexpected,
+        },
+    )

@@ -1,0 +1,503 @@
+"""The service facade: the one place every interface calls.
+
+An MCP tool, an HTTP route and a CLI command that do the same thing call the same method
+here, so they cannot disagree. Methods take plain values, return JSON-ready dicts, and
+raise `KnowmeshError` with the spec's status and code.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import next_steps
+from .environment import describe_scope, parse_env, scopes_overlap, solution_scope
+from .errors import KnowmeshError, bad_parameter, not_found
+from .markdown import render_article
+from .model import (
+    InvalidNode,
+    NodeDocument,
+    canonical_json,
+    check_node_id,
+    document_version,
+    validate_node,
+)
+from .normalize import NORMALIZER_VERSION, canonical_ecosystem, quoted_values, signature_hash
+from .reading import INCLUDES, LIST_FIELDS, FIELD_SECTIONS, ReadRequest, article_view, list_entry, parse_list
+from .search import index_text, similar_nodes
+from .store import NewNode, Store, store_dir
+
+MAX_LIST_LIMIT = 100
+DEFAULT_LIST_LIMIT = 50
+IMPORT_BATCH = 500
+
+
+def invalid_node_error(error: InvalidNode) -> KnowmeshError:
+    problems = [p.model_dump() for p in error.problems]
+    first = problems[0]
+    return KnowmeshError(
+        400, "invalid_node", f"{first['field']}: {first['message']}" + (
+            f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        ),
+        field=first["field"], problems=problems,
+    )
+
+
+def require_node_id(node_id: str) -> str:
+    problems = check_node_id(node_id)
+    if problems:
+        raise KnowmeshError(400, "invalid_id", problems[0].message, field="id", id=node_id[:200])
+    return node_id
+
+
+def behavior_hash(solution: dict[str, Any]) -> str:
+    """What a solution does: its fix steps and verify block. Metadata edits leave it unchanged."""
+    behavior = {"fix": solution["fix"], "verify": solution["verify"]}
+    return hashlib.sha256(canonical_json(behavior).encode("utf-8")).hexdigest()
+
+
+def check_overlaps(document: NodeDocument) -> None:
+    """At most one answer per environment scope: 409 overlapping_answer otherwise."""
+    node_environment = document.signature.environment
+    scoped = [(s.id, solution_scope(s.env, node_environment)) for s in document.content.solutions]
+    conflicts = []
+    for i, (first_id, first) in enumerate(scoped):
+        for second_id, second in scoped[i + 1 :]:
+            if scopes_overlap(first, second):
+                conflicts.append({
+                    "solutions": [first_id, second_id],
+                    "scopes": [describe_scope(first), describe_scope(second)],
+                })
+    if conflicts:
+        pair = conflicts[0]["solutions"]
+        raise KnowmeshError(
+            409, "overlapping_answer",
+            f"solutions {pair[0]!r} and {pair[1]!r} could both apply on one machine; one answer per "
+            "environment: merge them, or give them disjoint OS families or runtime version ranges",
+            conflicting_answers=conflicts,
+        )
+
+
+def encode_cursor(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise bad_parameter("cursor", "cursor is not one this server issued", code="invalid_cursor") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("after"), str):
+        raise bad_parameter("cursor", "cursor is not one this server issued", code="invalid_cursor")
+    return payload
+
+
+@dataclass
+class Prepared:
+    """A validated document with everything its insert needs, computed outside the transaction."""
+
+    document: NodeDocument
+    stored: dict[str, Any]
+    signature_hash: str
+    quoted_values: list[str]
+
+    @classmethod
+    def of(cls, document: NodeDocument) -> Prepared:
+        return cls(
+            document=document,
+            stored=document.stored(),
+            signature_hash=signature_hash(document.signature.error),
+            quoted_values=quoted_values(document.signature.error),
+        )
+
+    def new_node(self, *, kind: str, agent: dict[str, Any] | None, summary: str) -> NewNode:
+        solutions = self.stored["content"]["solutions"]
+        search_signature, search_article = index_text(self.stored)
+        return NewNode(
+            id=self.document.id,
+            ecosystem=self.document.ecosystem,
+            status=self.document.status,
+            title=self.document.title,
+            version=self.stored["version"],
+            document_json=canonical_json(self.stored),
+            solution_revisions={s["id"]: 1 for s in solutions},
+            solution_hashes={s["id"]: behavior_hash(s) for s in solutions},
+            has_answer=bool(solutions),
+            signature_hash=self.signature_hash,
+            quoted_values=self.quoted_values,
+            search_signature=search_signature,
+            search_article=search_article,
+            revision_id="rev_" + secrets.token_hex(12),
+            kind=kind,
+            agent_id=(agent or {}).get("id"),
+            model=(agent or {}).get("model"),
+            summary=summary,
+            changes_json=json.dumps([{"op": "create", "path": "", "value": None}]),
+        )
+
+
+@dataclass
+class ReadResult:
+    """A read view plus what the transports send beside it (ETag, cache and trust headers)."""
+
+    body: dict[str, Any]
+    etag: str
+    cache_control: str = "public, max-age=300"
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "ETag": self.etag,
+            "Cache-Control": self.cache_control,
+            "X-Knowmesh-Content-Trust": "untrusted-data",
+            "X-Knowmesh-Article-Revision": str(self.body["revision"]),
+            "X-Knowmesh-Node-Version": self.body["version"],
+            "X-Knowmesh-Has-Answer": "true" if self.body["has_answer"] else "false",
+        }
+        if self.body.get("stats", {}).get("stale", True):
+            headers["X-Knowmesh-Stale"] = "true"
+        return headers
+
+    def markdown(self) -> str:
+        return render_article(self.body)
+
+
+@dataclass
+class ImportReport:
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    invalid: list[dict[str, Any]] = field(default_factory=list)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "created": len(self.created),
+            "unchanged": len(self.unchanged),
+            "skipped": self.skipped,
+            "invalid": self.invalid,
+        }
+
+
+class Service:
+    """Knowmesh over one store."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    @classmethod
+    async def open(cls, db_path: str | Path, *, seed: bool = True) -> Service:
+        """Open (creating and migrating if needed) a database; a new one gets the starter corpus."""
+        store = await Store.open(db_path)
+        service = cls(store)
+        try:
+            await service._rehash_if_normalizer_changed()
+            if store.created and seed:
+                documents = load_documents([store_dir() / "starter"])
+                await service.import_documents(documents, kind="import", summary="Starter corpus")
+        except BaseException:
+            await store.close()
+            raise
+        return service
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def _rehash_if_normalizer_changed(self) -> None:
+        if await self.store.get_meta("normalizer_version") == str(NORMALIZER_VERSION):
+            return
+        errors = await self.store.signature_errors()
+        async with self.store.write() as tx:
+            await tx.set_signature_hashes((signature_hash(error), node_id) for node_id, error in errors)
+            await tx.set_meta("normalizer_version", str(NORMALIZER_VERSION))
+
+    async def local_agent_id(self) -> str:
+        """KNOWMESH_AGENT_ID, else an id made once per database (stable across restarts)."""
+        if os.environ.get("KNOWMESH_AGENT_ID"):
+            return os.environ["KNOWMESH_AGENT_ID"]
+        existing = await self.store.get_meta("local_agent_id")
+        if existing:
+            return existing
+        made = "local-" + secrets.token_hex(8)
+        async with self.store.write() as tx:
+            await tx.set_meta("local_agent_id", made)
+        return await self.store.get_meta("local_agent_id") or made
+
+    # -- create ------------------------------------------------------------------------
+
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None) -> dict[str, Any]:
+        """POST /v1/nodes: publish a new problem (with or without an answer). Status is forced to draft."""
+        if isinstance(raw, dict):
+            raw = {**raw, "status": "draft", "license": "CC0-1.0"}
+            raw.pop("version", None)
+        try:
+            document = validate_node(raw)
+        except InvalidNode as error:
+            raise invalid_node_error(error) from None
+        check_overlaps(document)
+        prepared = Prepared.of(document)
+        async with self.store.write() as tx:
+            if await tx.versions_of([document.id]):
+                raise KnowmeshError(
+                    409, "node_exists",
+                    f"{document.id!r} already exists: improve that article with PATCH /v1/nodes/{document.id}/article",
+                    top_level={"canonical": self._canonical(document.id),
+                               "next": {"edit_article": next_steps.edit_article(document.id, await tx.current_revision(document.id))}},
+                )
+            duplicate = await tx.duplicate_of(prepared.signature_hash, prepared.quoted_values)
+            if duplicate is not None:
+                raise KnowmeshError(
+                    409, "duplicate_node",
+                    f"the same error (normalized signature and quoted values) is already {duplicate!r}: improve that article",
+                    top_level={"canonical": self._canonical(duplicate),
+                               "next": {"edit_article": next_steps.edit_article(duplicate, await tx.current_revision(duplicate))}},
+                )
+            await tx.insert_nodes([prepared.new_node(kind="create", agent=agent, summary="Create node")])
+        similar = await similar_nodes(self.store, prepared.stored)
+        return {
+            "id": document.id,
+            "version": prepared.stored["version"],
+            "status": document.status,
+            "revision": 1,
+            "trust": "untrusted-data",
+            "path": f"/v1/nodes/{document.id}",
+            "html_path": f"/nodes/{document.id}",
+            "similar": similar,
+        }
+
+    @staticmethod
+    def _canonical(node_id: str) -> dict[str, str]:
+        return {"id": node_id, "path": f"/v1/nodes/{node_id}", "html_path": f"/nodes/{node_id}"}
+
+    # -- read --------------------------------------------------------------------------
+
+    def read_request(
+        self,
+        *,
+        env: str | None = None,
+        solution: str | None = None,
+        fields: str | list[str] | None = None,
+        include: str | list[str] | None = None,
+    ) -> ReadRequest:
+        """Check and parse read parameters (shared by node, pinned-version and article reads)."""
+        if solution is not None and not solution.strip():
+            raise bad_parameter("solution", "solution must be a solution id")
+        return ReadRequest(
+            env=parse_env(env) if env and env.strip() else None,
+            env_text=env,
+            solution=solution.strip() if solution else None,
+            fields=parse_list(fields, name="fields", allowed=FIELD_SECTIONS),
+            include=tuple(parse_list(include, name="include", allowed=INCLUDES) or ()),
+        )
+
+    async def read_node(self, node_id: str, request: ReadRequest | None = None) -> ReadResult:
+        """GET /v1/nodes/{id}: the current article, with one answer when `env` is given."""
+        require_node_id(node_id)
+        request = request or ReadRequest()
+        row = await self.store.get_node(node_id)
+        if row is None:
+            raise not_found("node", node_id)
+        body = article_view(
+            document=row.document, status=row.status, revision=row.revision,
+            solution_revisions=row.solution_revisions, created_at=row.created_at,
+            updated_at=row.updated_at, request=request,
+        )
+        return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request))
+
+    async def read_version(self, node_id: str, version: str, request: ReadRequest | None = None) -> ReadResult:
+        """GET /v1/nodes/{id}/versions/{version}: an immutable snapshot, cacheable forever."""
+        require_node_id(node_id)
+        request = request or ReadRequest()
+        row = await self.store.get_node(node_id)
+        if row is None:
+            raise not_found("node", node_id)
+        found = await self.store.get_version(node_id, version)
+        if found is None:
+            raise not_found("version", version)
+        document, solution_revisions, created_at = found
+        revision = await self.store.revision_of_version(node_id, version)
+        body = article_view(
+            document=document, status=row.status, revision=revision, solution_revisions=solution_revisions,
+            created_at=row.created_at, updated_at=created_at, request=request,
+        )
+        body["current_version"] = row.version
+        return ReadResult(
+            body=body, etag=_etag(version, revision, row.status, request),
+            cache_control="public, max-age=31536000, immutable",
+        )
+
+    async def list_nodes(
+        self,
+        *,
+        ecosystem: str | None = None,
+        fields: str | list[str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """GET /v1/nodes: current, non-deprecated articles in id order, with an opaque cursor."""
+        if limit is None:
+            limit = DEFAULT_LIST_LIMIT
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise bad_parameter("limit", f"limit must be between 1 and {MAX_LIST_LIMIT}")
+        chosen = parse_list(fields, name="fields", allowed=LIST_FIELDS)
+        ecosystem = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
+        after = None
+        if cursor:
+            payload = decode_cursor(cursor)
+            if payload.get("ecosystem") != ecosystem:
+                raise bad_parameter(
+                    "cursor", "this cursor was made for another ecosystem filter", code="invalid_cursor"
+                )
+            after = payload["after"]
+        rows = await self.store.list_nodes(ecosystem=ecosystem, after_id=after, limit=limit + 1)
+        page = rows[:limit]
+        next_cursor = (
+            encode_cursor({"after": page[-1].id, "ecosystem": ecosystem}) if len(rows) > limit else None
+        )
+        return {
+            "nodes": [list_entry(r.document, status=r.status, updated_at=r.updated_at, fields=chosen) for r in page],
+            "ecosystem": ecosystem,
+            "limit": limit,
+            "next_cursor": next_cursor,
+        }
+
+    # -- import / export ---------------------------------------------------------------
+
+    async def import_documents(
+        self,
+        documents: Iterable[tuple[str, Any]],
+        *,
+        dry_run: bool = False,
+        kind: str = "import",
+        summary: str = "Imported",
+    ) -> ImportReport:
+        """Create every valid document whose id is absent; report the rest with reasons.
+
+        A local, trusted bulk path: the document's status is kept (export → import is
+        lossless), and no rate limit applies. Writes in batches, each one transaction.
+        """
+        report = ImportReport(dry_run=dry_run)
+        batch: list[tuple[str, Prepared]] = []
+        seen_ids: set[str] = set()
+        for source, raw in documents:
+            if isinstance(raw, InvalidSource):
+                report.invalid.append({"source": source, "id": None,
+                                       "error": {"code": "invalid_json", "message": raw.reason}})
+                continue
+            try:
+                if isinstance(raw, dict):
+                    raw = {key: value for key, value in raw.items() if key != "version"}
+                document = validate_node(raw)
+                check_overlaps(document)
+            except InvalidNode as error:
+                report.invalid.append({"source": source, "id": _raw_id(raw), "error": invalid_node_error(error).to_body()["error"]})
+                continue
+            except KnowmeshError as error:
+                report.invalid.append({"source": source, "id": _raw_id(raw), "error": error.to_body()["error"]})
+                continue
+            if document.id in seen_ids:
+                report.skipped.append({"source": source, "id": document.id, "reason": "duplicate id earlier in this import"})
+                continue
+            seen_ids.add(document.id)
+            batch.append((source, Prepared.of(document)))
+            if len(batch) >= IMPORT_BATCH:
+                await self._import_batch(batch, report, kind=kind, summary=summary)
+                batch = []
+        await self._import_batch(batch, report, kind=kind, summary=summary)
+        return report
+
+    async def _import_batch(
+        self, batch: list[tuple[str, Prepared]], report: ImportReport, *, kind: str, summary: str
+    ) -> None:
+        if not batch:
+            return
+        async with self.store.write() as tx:
+            existing = await tx.versions_of([p.document.id for _, p in batch])
+            fresh: list[NewNode] = []
+            claimed: dict[str, list[tuple[list[str], str]]] = {}
+            duplicates = await tx.signature_owners({p.signature_hash for _, p in batch})
+            for source, prepared in batch:
+                node_id = prepared.document.id
+                if node_id in existing:
+                    if existing[node_id] == prepared.stored["version"]:
+                        report.unchanged.append(node_id)
+                    else:
+                        report.skipped.append({"source": source, "id": node_id,
+                                               "reason": "id exists with different content (edit the article instead)"})
+                    continue
+                owners = duplicates.get(prepared.signature_hash, []) + claimed.get(prepared.signature_hash, [])
+                owner = next((oid for quoted, oid in owners if quoted == prepared.quoted_values), None)
+                if owner is not None:
+                    report.skipped.append({"source": source, "id": node_id, "reason": f"duplicate of {owner} (same normalized error)"})
+                    continue
+                claimed.setdefault(prepared.signature_hash, []).append((prepared.quoted_values, node_id))
+                fresh.append(prepared.new_node(kind=kind, agent=None, summary=summary))
+                report.created.append(node_id)
+            if not report.dry_run:
+                await tx.insert_nodes(fresh)
+
+    async def export_documents(self) -> AsyncIterator[dict[str, Any]]:
+        """Every current document with its status and version, in id order (what import reads back)."""
+        async for document, status in self.store.iter_current_documents():
+            yield {**document, "status": status}
+
+
+def _raw_id(raw: Any) -> str | None:
+    value = raw.get("id") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _etag(version: str, revision: int, status: str, request: ReadRequest) -> str:
+    shape = canonical_json([version, revision, status, request.env_text, request.solution, request.fields, request.include])
+    return '"' + hashlib.sha256(shape.encode("utf-8")).hexdigest()[:32] + '"'
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[tuple[str, Any]]:
+    """(source, raw document) pairs from JSON documents, JSON arrays and JSONL files; folders recursively.
+
+    A file that cannot be parsed yields one entry whose document is an `InvalidSource`.
+    """
+    found: list[tuple[str, Any]] = []
+    for path in map(Path, paths):
+        files = sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            found.extend(_parse_file(file))
+    return found
+
+
+def _parse_file(file: Path) -> list[tuple[str, Any]]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return [(str(file), InvalidSource(str(error)))]
+    if file.suffix == ".jsonl":
+        items = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append((f"{file}:{number}", json.loads(line)))
+                except json.JSONDecodeError as error:
+                    items.append((f"{file}:{number}", InvalidSource(f"invalid JSON: {error}")))
+        return items
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        return [(str(file), InvalidSource(f"invalid JSON: {error}"))]
+    if isinstance(value, list):
+        return [(f"{file}[{index}]", item) for index, item in enumerate(value)]
+    return [(str(file), value)]
+
+
+class InvalidSource:
+    """Stands in for a document that could not even be read; validation reports `reason`."""
+
+    def __init__(self, reason: str):
+        self.reason = reason

@@ -1,0 +1,396 @@
+"""The embedded SQLite store: connections, migrations, and the SQL of nodes and revisions.
+
+One writer connection guarded by an asyncio lock (every write is one `BEGIN IMMEDIATE`
+transaction; `busy_timeout` covers other processes) and one reader connection, both in
+WAL mode so reads never wait for writes. All SQL of the package lives here and in the
+migrations; callers get plain rows back and never build SQL themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def store_dir() -> Path:
+    """The `store/` folder: inside the wheel as `_store`, beside the package in a checkout."""
+    packaged = Path(__file__).parent / "_store"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "store"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers included) so it can run inside one transaction."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every file in store/migrations, in order."""
+    found = []
+    for path in sorted((store_dir() / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")):
+        number, _, name = path.stem.partition("_")
+        found.append((int(number), name, path.read_text(encoding="utf-8")))
+    return found
+
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)"""
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node's summary row with its current document."""
+
+    pk: int
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    version: str
+    revision: int
+    has_answer: bool
+    created_at: str
+    updated_at: str
+    document: dict[str, Any]
+    solution_revisions: dict[str, int]
+
+
+NODE_COLUMNS = """n.pk, n.id, n.ecosystem, n.status, n.title, n.current_version, n.current_revision,
+    n.has_answer, n.created_at, n.updated_at, v.document, v.solution_revisions"""
+
+
+def _node_row(row: Sequence[Any]) -> NodeRow:
+    return NodeRow(
+        pk=row[0], id=row[1], ecosystem=row[2], status=row[3], title=row[4], version=row[5],
+        revision=row[6], has_answer=bool(row[7]), created_at=row[8], updated_at=row[9],
+        document=json.loads(row[10]), solution_revisions=json.loads(row[11]),
+    )
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """Everything one node insert writes, prepared by the caller outside the transaction."""
+
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    version: str
+    document_json: str
+    solution_revisions: dict[str, int]
+    solution_hashes: dict[str, str]
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    search_signature: str
+    search_article: str
+    revision_id: str
+    kind: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes_json: str
+
+
+class Writer:
+    """The SQL of one write transaction. Only `Store.write()` makes one."""
+
+    def __init__(self, connection: aiosqlite.Connection):
+        self.connection = connection
+
+    async def current_revision(self, node_id: str) -> int:
+        async with self.connection.execute("SELECT current_revision FROM nodes WHERE id = ?", (node_id,)) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """{id: current version} of those ids that exist."""
+        found: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            async with self.connection.execute(
+                f"SELECT id, current_version FROM nodes WHERE id IN ({marks})", chunk
+            ) as cursor:
+                found.update((row[0], row[1]) for row in await cursor.fetchall())
+        return found
+
+    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
+        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
+        hashes = list(hashes)
+        owners: dict[str, list[tuple[list[str], str]]] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            async with self.connection.execute(
+                f"SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash IN ({marks}) ORDER BY id",
+                chunk,
+            ) as cursor:
+                for digest, quoted, node_id in await cursor.fetchall():
+                    owners.setdefault(digest, []).append((json.loads(quoted), node_id))
+        return owners
+
+    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
+        """The node whose normalized signature and quoted values both match, if any."""
+        for values, node_id in (await self.signature_owners([signature_hash])).get(signature_hash, []):
+            if values == quoted:
+                return node_id
+        return None
+
+    async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
+        """Insert new nodes with their first version, revision 1, solution revisions and index rows."""
+        if not nodes:
+            return
+        now = utc_now()
+        async with self.connection.execute("SELECT coalesce(max(change_seq), 0) FROM nodes") as cursor:
+            (last_seq,) = await cursor.fetchone()  # type: ignore[misc]
+        await self.connection.executemany(
+            """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision,
+                   has_answer, signature_hash, quoted_values, created_at, updated_at, change_seq)
+               VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)""",
+            [
+                (n.id, n.ecosystem, n.status, n.title, n.version, int(n.has_answer), n.signature_hash,
+                 json.dumps(n.quoted_values, ensure_ascii=False), now, now, last_seq + i + 1)
+                for i, n in enumerate(nodes)
+            ],
+        )
+        await self.connection.executemany(
+            """INSERT OR IGNORE INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            [(n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now) for n in nodes],
+        )
+        await self.connection.executemany(
+            """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
+                   agent_id, model, summary, changes, created_at)
+               VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?, ?, ?)""",
+            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now)
+             for n in nodes],
+        )
+        await self.connection.executemany(
+            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            [(n.id, sid, n.solution_revisions[sid], digest, now)
+             for n in nodes for sid, digest in n.solution_hashes.items()],
+        )
+        await self.connection.executemany(
+            """INSERT INTO node_search (rowid, title, signature, article)
+               SELECT pk, ?, ?, ? FROM nodes WHERE id = ?""",
+            [(n.title, n.search_signature, n.search_article, n.id) for n in nodes],
+        )
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self.connection.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
+        """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""
+        await self.connection.executemany("UPDATE nodes SET signature_hash = ? WHERE id = ?", list(hashes))
+
+
+class Store:
+    """An open knowmesh database."""
+
+    def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool):
+        self.path = path
+        self.created = created  # True when this open made the database (the caller may seed it)
+        self._writer = writer
+        self._reader = reader
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: str | Path) -> Store:
+        path = str(path)
+        if path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = str(Path(path).expanduser())
+        writer = await _connect(path)
+        try:
+            created = await _migrate(writer)
+            reader = await _connect(path) if path != ":memory:" else writer
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(path, writer, reader, created)
+
+    async def close(self) -> None:
+        if self._reader is not self._writer:
+            await self._reader.close()
+        await self._writer.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Writer]:
+        """One `BEGIN IMMEDIATE` transaction: all of it commits, or none of it does."""
+        async with self._write_lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield Writer(self._writer)
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._reader.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def get_meta(self, key: str) -> str | None:
+        rows = await self._fetchall("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    async def get_node(self, node_id: str) -> NodeRow | None:
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.id = ?""",
+            (node_id,),
+        )
+        return _node_row(rows[0]) if rows else None
+
+    async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
+        if not pks:
+            return []
+        marks = ",".join("?" * len(pks))
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.pk IN ({marks})""",
+            list(pks),
+        )
+        by_pk = {row.pk: row for row in map(_node_row, rows)}
+        return [by_pk[pk] for pk in pks if pk in by_pk]
+
+    async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
+        """(document, solution revisions, created_at) of one pinned version of a node."""
+        rows = await self._fetchall(
+            "SELECT document, solution_revisions, created_at FROM node_versions WHERE node_id = ? AND version = ?",
+            (node_id, version),
+        )
+        return (json.loads(rows[0][0]), json.loads(rows[0][1]), rows[0][2]) if rows else None
+
+    async def revision_of_version(self, node_id: str, version: str) -> int:
+        """The latest article revision that published `version`."""
+        rows = await self._fetchall(
+            "SELECT max(revision) FROM article_revisions WHERE node_id = ? AND version = ?", (node_id, version)
+        )
+        return int(rows[0][0] or 1)
+
+    async def list_nodes(
+        self, *, ecosystem: str | None, after_id: str | None, limit: int
+    ) -> list[NodeRow]:
+        """Current, non-deprecated nodes in id order, after `after_id`."""
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.status != 'deprecated'
+                  AND (:ecosystem IS NULL OR n.ecosystem = :ecosystem)
+                  AND (:after IS NULL OR n.id > :after)
+                ORDER BY n.id LIMIT :limit""",
+            {"ecosystem": ecosystem, "after": after_id, "limit": limit},  # type: ignore[arg-type]
+        )
+        return [_node_row(row) for row in rows]
+
+    async def search_index(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """(node pk, bm25 rank) for an FTS5 MATCH expression built by the caller from quoted terms."""
+        rows = await self._fetchall(
+            "SELECT rowid, bm25(node_search, 10.0, 5.0, 1.0) FROM node_search WHERE node_search MATCH ? "
+            "ORDER BY bm25(node_search, 10.0, 5.0, 1.0) LIMIT ?",
+            (match, limit),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str]]:
+        """(document, status) of every node in id order."""
+        after = ""
+        while True:
+            rows = await self._fetchall(
+                """SELECT n.id, v.document, n.status FROM nodes n
+                   JOIN node_versions v ON v.version = n.current_version
+                   WHERE n.id > ? ORDER BY n.id LIMIT ?""",
+                (after, batch),
+            )
+            for row in rows:
+                yield json.loads(row[1]), row[2]
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    async def signature_errors(self) -> list[tuple[str, str]]:
+        """(node id, signature.error) of every node, for recomputing hashes."""
+        rows = await self._fetchall(
+            """SELECT n.id, json_extract(v.document, '$.signature.error') FROM nodes n
+               JOIN node_versions v ON v.version = n.current_version"""
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def count_nodes(self) -> int:
+        rows = await self._fetchall("SELECT count(*) FROM nodes")
+        return int(rows[0][0])
+
+
+async def _connect(path: str) -> aiosqlite.Connection:
+    connection = await aiosqlite.connect(path, isolation_level=None)
+    await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    await connection.execute("PRAGMA journal_mode = WAL")
+    await connection.execute("PRAGMA synchronous = NORMAL")
+    await connection.execute("PRAGMA foreign_keys = ON")
+    return connection
+
+
+async def _migrate(connection: aiosqlite.Connection) -> bool:
+    """Apply pending migrations, each in its own transaction; True if the database was new."""
+    await connection.execute(MIGRATIONS_TABLE)
+    async with connection.execute("SELECT coalesce(max(version), 0) FROM schema_migrations") as cursor:
+        (current,) = await cursor.fetchone()  # type: ignore[misc]
+    created = current == 0
+    for number, name, sql in migrations():
+        if number <= current:
+            continue
+        await connection.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the lock.
+            async with connection.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (number,)
+            ) as cursor:
+                if await cursor.fetchone():
+                    created = False
+                    await connection.execute("ROLLBACK")
+                    continue
+            for statement in split_sql(sql):
+                await connection.execute(statement)
+            await connection.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (number, name, utc_now()),
+            )
+        except BaseException:
+            await connection.execute("ROLLBACK")
+            raise
+        await connection.execute("COMMIT")
+    return created
