@@ -1,0 +1,111 @@
+"""Shared fixtures: a real store on disk, a real HTTP server on a loopback port, sample documents."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+
+from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.service import Service
+
+BASE_DOCUMENT: dict[str, Any] = {
+    "id": "python/module-not-found-venv",
+    "ecosystem": "python",
+    "title": "ModuleNotFoundError although the package is installed",
+    "signature": {
+        "error": "ModuleNotFoundError: No module named 'requests'",
+        "environment": ["python>=3.8"],
+        "aliases": ["ImportError: No module named requests"],
+    },
+    "content": {
+        "symptom": "Import fails even though pip says the package is installed.",
+        "context": "python 3.12, pip, a virtualenv created but not used by the interpreter.",
+        "root_cause": "pip installed into a different interpreter than the one running the script.",
+        "solutions": [
+            {
+                "id": "venv-macos",
+                "title": "Use the venv interpreter (macOS)",
+                "env": ["macos"],
+                "fix": ["python3 -m venv .venv", ".venv/bin/python -m pip install requests"],
+                "verify": {"command": ".venv/bin/python -c 'import requests'", "expected": "exit 0"},
+                "notes": "Homebrew python and python.org python are different interpreters.",
+            },
+            {
+                "id": "venv-linux",
+                "title": "Use the venv interpreter (Linux)",
+                "env": ["linux"],
+                "fix": ["python3 -m venv .venv", ".venv/bin/python -m pip install requests"],
+                "verify": {"command": ".venv/bin/python -c 'import requests'", "expected": "exit 0"},
+            },
+        ],
+        "alternatives": ["pip install --user requests"],
+        "failed_attempts": ["pip install requests (went to the system interpreter)"],
+        "boundaries": ["Not for editable installs broken by a moved project."],
+    },
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def make_doc() -> Callable[..., dict[str, Any]]:
+    """A valid node document; keyword arguments replace top-level keys, `error=` the signature error."""
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        document = copy.deepcopy(BASE_DOCUMENT)
+        error = overrides.pop("error", None)
+        if error is not None:
+            document["signature"]["error"] = error
+        document.update(overrides)
+        return document
+
+    return make
+
+
+@pytest.fixture
+async def service(tmp_path) -> AsyncIterator[Service]:
+    opened = await Service.open(tmp_path / "test.db", seed=False)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+async def base_url(service: Service) -> AsyncIterator[str]:
+    """A real uvicorn server over the `service` fixture's store, on a free loopback port."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(build_app(service=service), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+
+
+@pytest.fixture
+async def http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(base_url=base_url, timeout=10) as client:
+        yield client
