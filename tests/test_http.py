@@ -1,0 +1,181 @@
+"""The HTTP routes against a real uvicorn server: bodies, headers, conditional reads, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+NODE = "/v1/nodes/python/module-not-found-venv"
+
+
+async def snapshot(service: Service) -> list[dict]:
+    return [document async for document in service.export_documents()]
+
+
+async def test_create_then_read_json_and_markdown(http: httpx2.AsyncClient, make_doc):
+    created = await http.post("/v1/nodes", json={**make_doc(), "agent": {"id": "agent-a1", "model": "m"}})
+    assert created.status_code == 201, created.text
+    assert created.headers["x-knowmesh-content-trust"] == "untrusted-data"
+    body = created.json()
+    assert set(body) >= {"id", "version", "status", "trust", "path", "html_path", "similar"}
+
+    read = await http.get(NODE, params={"env": "macos-15,python-3.12,pip"})
+    assert read.status_code == 200
+    assert [s["id"] for s in read.json()["content"]["solutions"]] == ["venv-macos"]
+    for header in ("etag", "cache-control", "x-knowmesh-article-revision", "x-knowmesh-node-version",
+                   "x-knowmesh-has-answer", "x-knowmesh-content-trust", "x-knowmesh-stale"):
+        assert header in read.headers, header
+    assert read.headers["cache-control"] == "public, max-age=300"
+    assert read.headers["x-knowmesh-node-version"] == body["version"]
+
+    markdown = await http.get(NODE + ".md", params={"fields": "symptom,fix,verify,failed"})
+    assert markdown.status_code == 200
+    assert markdown.headers["content-type"].startswith("text/markdown")
+    assert "## Symptom" in markdown.text and "## Root cause" not in markdown.text
+
+
+async def test_if_none_match_gives_304(http: httpx2.AsyncClient, make_doc):
+    await http.post("/v1/nodes", json=make_doc())
+    first = await http.get(NODE)
+    again = await http.get(NODE, headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["etag"] == first.headers["etag"]
+    other_view = await http.get(NODE, params={"env": "linux"}, headers={"If-None-Match": first.headers["etag"]})
+    assert other_view.status_code == 200
+
+
+async def test_pinned_version_routes(http: httpx2.AsyncClient, make_doc):
+    version = (await http.post("/v1/nodes", json=make_doc())).json()["version"]
+    pinned = await http.get(f"{NODE}/versions/{version}")
+    assert pinned.status_code == 200 and pinned.json()["version"] == version
+    assert "immutable" in pinned.headers["cache-control"]
+    markdown = await http.get(f"{NODE}/versions/{version}.md")
+    assert markdown.status_code == 200 and f'version: "{version}"' in markdown.text
+    missing = await http.get(f"{NODE}/versions/sha256:{'1' * 64}")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "version_not_found"
+
+
+async def test_list_route(http: httpx2.AsyncClient, make_doc):
+    await http.post("/v1/nodes", json=make_doc())
+    page = await http.get("/v1/nodes", params={"ecosystem": "py", "fields": "title", "limit": 10})
+    assert page.status_code == 200
+    assert page.json()["nodes"] == [{"id": "python/module-not-found-venv", "title": make_doc()["title"]}]
+    assert (await http.get("/v1/nodes", params={"limit": "many"})).json()["error"]["field"] == "limit"
+
+
+async def test_llms_txt(http: httpx2.AsyncClient):
+    response = await http.get("/llms.txt")
+    assert response.status_code == 200 and "untrusted data" in response.text and "/v1/nodes" in response.text
+
+
+async def test_errors_are_json_with_codes(http: httpx2.AsyncClient):
+    missing = await http.get("/v1/nodes/python/nothing-here")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "node_not_found"
+    unknown_route = await http.get("/v2/whatever")
+    assert unknown_route.status_code == 404 and unknown_route.json()["error"]["code"] == "not_found"
+    wrong_method = await http.delete("/v1/nodes")
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == "method_not_allowed"
+
+
+BAD_BODIES = [
+    (b"{not json", "invalid_json"),
+    (b"", "invalid_json"),
+    (b"\xff\xfe\x00", "invalid_json"),
+    (b"[1, 2, 3]", "invalid_node"),
+    (b'"a string"', "invalid_node"),
+    (b"null", "invalid_node"),
+]
+
+
+@pytest.mark.parametrize(("raw", "code"), BAD_BODIES)
+async def test_malformed_bodies_are_400_and_write_nothing(http, service, raw, code):
+    response = await http.post("/v1/nodes", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == code
+    assert await snapshot(service) == []
+
+
+def _mutations(make_doc):
+    def with_(path, value):
+        document = make_doc()
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return document
+
+    return [
+        ("id with ..", with_(("id",), "python/.."), "/id"),
+        ("id with extra slashes", with_(("id",), "python//x"), "/id"),
+        ("id with three segments", with_(("id",), "python/a/b"), "/id"),
+        ("upper-case id", with_(("id",), "Python/Module"), "/id"),
+        ("unicode id", with_(("id",), "python/ﬁx"), "/id"),
+        ("zero-width id", with_(("id",), "python/a\u200bb"), "/id"),
+        ("empty id", with_(("id",), ""), "/id"),
+        ("empty title", with_(("title",), ""), "/title"),
+        ("whitespace symptom", with_(("content", "symptom"), " \t\n "), "/content/symptom"),
+        ("title wrong type", with_(("title",), {"a": 1}), "/title"),
+        ("fix wrong type", with_(("content", "solutions", 0, "fix"), "rm -rf"), "/content/solutions/0/fix"),
+        ("unknown field", with_(("surprise",), 1), "/surprise"),
+        ("unknown content field", with_(("content", "extra"), "x"), "/content/extra"),
+        ("legacy fix", with_(("content", "fix"), ["x"]), "/content/fix"),
+        ("missing solutions", {**make_doc(), "content": {k: v for k, v in make_doc()["content"].items() if k != "solutions"}},
+         "/content/solutions"),
+        ("NUL in error", with_(("signature", "error"), ""), "/signature/error"),
+    ]
+
+
+async def test_invalid_documents_are_400_invalid_node_and_write_nothing(http, service, make_doc):
+    for label, document, field in _mutations(make_doc):
+        response = await http.post("/v1/nodes", json=document)
+        assert response.status_code == 400, label
+        error = response.json()["error"]
+        assert error["code"] == "invalid_node", label
+        assert field in [p["field"] for p in error["problems"]], (label, error)
+    assert await snapshot(service) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("/v1/nodes/Python/x", "invalid_id"), ("/v1/nodes/python//x", "invalid_id"), ("/v1/nodes/python/../x", "invalid_id"),
+     ("/v1/nodes/python/%2E%2E", "invalid_id"), ("/v1/nodes/python", "invalid_id"), ("/v1/nodes/a/b/c/d/e", "invalid_id"),
+     ("/v1/nodes/python/x?fields=bogus", "invalid_parameter"), ("/v1/nodes/python/x?include=bogus", "invalid_parameter")],
+)
+async def test_bad_read_requests_are_400(http: httpx2.AsyncClient, path, code):
+    response = await http.get(path)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == code
+
+
+async def test_oversized_body_is_413_and_writes_nothing(http, service, make_doc):
+    document = make_doc()
+    document["content"]["context"] = "x" * 1_100_000
+    response = await http.post("/v1/nodes", content=json.dumps(document), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
+
+    async def chunks():  # no content-length: the limit is enforced while streaming
+        yield b'{"id": "python/x", "pad": "'
+        for _ in range(20):
+            yield b"y" * 65536
+        yield b'"}'
+
+    streamed = await http.post("/v1/nodes", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413
+    assert await snapshot(service) == []
+
+
+async def test_conflicts_over_http(http: httpx2.AsyncClient, make_doc):
+    assert (await http.post("/v1/nodes", json=make_doc())).status_code == 201
+    exists = await http.post("/v1/nodes", json=make_doc())
+    assert exists.status_code == 409 and exists.json()["error"]["code"] == "node_exists"
+    duplicate = await http.post("/v1/nodes", json=make_doc(id="py/dup"))
+    assert duplicate.status_code == 409
+    body = duplicate.json()
+    assert body["error"]["code"] == "duplicate_node"
+    assert body["canonical"]["id"] == "python/module-not-found-venv"
+    assert body["next"]["edit_article"]["path"] == "/v1/nodes/python/module-not-found-venv/article"
