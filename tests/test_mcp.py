@@ -1,0 +1,173 @@
+"""The MCP server through the real `mcp` client: in-process, over stdio, and over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters
+
+from knowmesh_mcp.mcp_server import build_mcp_server
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+
+def error_body(result) -> dict:
+    assert result.is_error
+    return json.loads(result.content[0].text)
+
+
+@asynccontextmanager
+async def in_process(service: Service, mode: str, **options) -> AsyncIterator[Client]:
+    server = build_mcp_server(lambda: service, **options)
+    async with Client(server, mode=mode) as client:
+        yield client
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_tools_are_listed_with_schemas_and_annotations(service, mode):
+    async with in_process(service, mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert {"read_article", "create_node"} <= set(tools)
+    read = tools["read_article"]
+    assert read.annotations.read_only_hint is True and read.annotations.idempotent_hint is True
+    assert set(read.input_schema["properties"]) == {"id", "env", "solution", "fields", "include", "max_bytes"}
+    assert read.input_schema["required"] == ["id"]
+    assert read.title and "verify" in read.description
+    create = tools["create_node"]
+    assert create.annotations.read_only_hint is False and create.annotations.destructive_hint is False
+    assert {"id", "ecosystem", "title", "signature", "content"} <= set(create.input_schema["required"])
+
+
+async def test_read_only_server_has_only_read_tools(service):
+    async with in_process(service, "auto", read_only=True) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "create_node" not in names and "read_article" in names
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_create_and_read_over_mcp(service, make_doc, mode):
+    document = make_doc()
+    async with in_process(service, mode) as client:
+        created = await client.call_tool("create_node", {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")})
+        assert not created.is_error
+        assert created.structured_content["status"] == "draft"
+        read = await client.call_tool("read_article", {"id": document["id"], "env": "ubuntu-24.04,python-3.12"})
+    body = read.structured_content
+    assert [s["id"] for s in body["content"]["solutions"]] == ["venv-linux"]
+    assert body["version"] == created.structured_content["version"]
+    assert body["truncated"] == []
+    assert json.loads(read.content[0].text)["id"] == document["id"]
+
+
+async def test_stdio_agent_identity_is_recorded(service, make_doc):
+    async with in_process(service, "auto", local_agent=True) as client:
+        await client.call_tool("create_node", {k: make_doc()[k] for k in ("id", "ecosystem", "title", "signature", "content")})
+    async with service.store.write() as tx:
+        async with tx.connection.execute("SELECT agent_id FROM article_revisions") as cursor:
+            (agent_id,) = await cursor.fetchone()
+    assert agent_id == await service.local_agent_id() and agent_id.startswith("local-")
+
+
+async def test_domain_errors_are_tool_errors_and_the_session_survives(service, make_doc):
+    document = make_doc()
+    args = {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")}
+    async with in_process(service, "legacy") as client:
+        bad = await client.call_tool("create_node", {**args, "id": "Python/../x", "title": ""})
+        error = error_body(bad)["error"]
+        assert error["code"] == "invalid_node"
+        assert {"/id", "/title"} <= {p["field"] for p in error["problems"]}
+
+        wrong_type = await client.call_tool("create_node", {**args, "content": "not an object"})
+        assert wrong_type.is_error
+
+        missing = await client.call_tool("read_article", {"id": "python/nope"})
+        assert error_body(missing)["error"]["code"] == "node_not_found"
+        bad_id = await client.call_tool("read_article", {"id": "python//nope"})
+        assert error_body(bad_id)["error"]["code"] == "invalid_id"
+        bad_fields = await client.call_tool("read_article", {"id": "python/nope", "fields": "everything"})
+        assert error_body(bad_fields)["error"]["code"] == "invalid_parameter"
+        too_small = await client.call_tool("read_article", {"id": document["id"], "max_bytes": 10})
+        assert too_small.is_error
+
+        assert not (await client.call_tool("create_node", args)).is_error
+        exists = await client.call_tool("create_node", args)
+        assert error_body(exists)["error"]["code"] == "node_exists"
+        assert error_body(exists)["next"]["edit_article"]["tool"] == "patch_article"
+    assert await service.store.count_nodes() == 1
+
+
+async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc):
+    document = make_doc()
+    document["content"]["context"] = "long context " * 400
+    document["content"]["boundaries"] = ["boundary " * 100]
+    await service.create_node(document)
+    async with in_process(service, "auto") as client:
+        read = await client.call_tool("read_article", {"id": document["id"], "max_bytes": 2048, "include": "alternatives"})
+    body = read.structured_content
+    assert len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()) <= 2048
+    assert "content/alternatives" in body["truncated"] and "content/context" in body["truncated"]
+    assert body["content"]["solutions"], "the answer is the last thing to go"
+
+
+async def test_article_resource(service, make_doc):
+    await service.create_node(make_doc())
+    async with in_process(service, "auto") as client:
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["knowmesh://nodes/{ecosystem}/{slug}"]
+        result = await client.read_resource("knowmesh://nodes/python/module-not-found-venv")
+        assert result.contents[0].text.startswith("---\nid: \"python/module-not-found-venv\"")
+        llms = await client.read_resource("knowmesh://llms.txt")
+        assert "untrusted" in llms.contents[0].text
+        with pytest.raises(MCPError):
+            await client.read_resource("knowmesh://nodes/python/missing")
+
+
+def stdio_params(db_path: str, *extra: str) -> StdioServerParameters:
+    env = {"KNOWMESH_DB": db_path, "PYTHONPATH": os.pathsep.join(sys.path), "KNOWMESH_AGENT_ID": "stdio-agent"}
+    return StdioServerParameters(command=sys.executable, args=["-m", "knowmesh_mcp.cli", *extra], env=env)
+
+
+async def test_stdio_subprocess(tmp_path, make_doc):
+    document = make_doc(id="python/stdio-made", error="ModuleNotFoundError: No module named 'stdio_only'")
+    async with Client(stdio_params(str(tmp_path / "s.db"))) as client:
+        starter = await client.call_tool("read_article", {"id": "shell/bad-interpreter-crlf", "env": "ubuntu-24.04"})
+        assert not starter.is_error and len(starter.structured_content["content"]["solutions"]) == 1
+        bad = await client.call_tool("create_node", {**{k: document[k] for k in ("id", "ecosystem", "title", "signature")}, "content": {}})
+        assert error_body(bad)["error"]["code"] == "invalid_node"
+        created = await client.call_tool("create_node", {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")})
+        assert not created.is_error, created.content
+        again = await client.call_tool("read_article", {"id": document["id"]})
+        assert again.structured_content["revision"] == 1
+
+    opened = await Service.open(tmp_path / "s.db")
+    try:
+        assert (await opened.read_node(document["id"])).body["title"] == document["title"]
+    finally:
+        await opened.close()
+
+
+async def test_stdio_read_only_and_empty(tmp_path):
+    async with Client(stdio_params(str(tmp_path / "e.db"), "serve", "--stdio", "--empty", "--read-only")) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {"read_article"}
+        missing = await client.call_tool("read_article", {"id": "shell/bad-interpreter-crlf"})
+        assert error_body(missing)["error"]["code"] == "node_not_found"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_streamable_http(base_url, make_doc, mode):
+    document = make_doc()
+    async with Client(f"{base_url}/mcp", mode=mode) as client:
+        created = await client.call_tool("create_node", {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")})
+        assert not created.is_error
+        read = await client.call_tool("read_article", {"id": document["id"], "env": "macos-15"})
+        assert [s["id"] for s in read.structured_content["content"]["solutions"]] == ["venv-macos"]
+        missing = await client.call_tool("read_article", {"id": "python/missing"})
+        assert error_body(missing)["error"]["code"] == "node_not_found"
