@@ -83,15 +83,10 @@ class NodeDocument(_Strict):
     # Derived: accepted on input (an exported document reads back), recomputed on write.
     version: str | None = Field(None, exclude=True)
 
-    def versioned_body(self) -> dict[str, Any]:
-        """The part of the document the version hashes (status and timestamps are not content)."""
-        body = self.model_dump(mode="json", exclude_none=True, exclude={"status"})
-        return body
-
     def stored(self) -> dict[str, Any]:
         """The document as stored and served, version included."""
         body = self.model_dump(mode="json", exclude_none=True)
-        body["version"] = document_version(self)
+        body["version"] = version_of(body)
         return body
 
 
@@ -214,7 +209,17 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+VERSIONED_KEYS = ("id", "ecosystem", "title", "license", "signature", "content")
+
+
+def version_of(body: dict[str, Any]) -> str:
+    """`sha256:` + hex SHA-256 of the canonical JSON of {id, ecosystem, title, license, signature, content}.
+
+    Status and timestamps are not content: promoting a node does not change its version.
+    """
+    versioned = {key: body[key] for key in VERSIONED_KEYS}
+    return "sha256:" + hashlib.sha256(canonical_json(versioned).encode("utf-8")).hexdigest()
+
+
 def document_version(document: NodeDocument) -> str:
-    """`sha256:` + hex SHA-256 of the canonical JSON of {id, ecosystem, title, license, signature, content}."""
-    digest = hashlib.sha256(canonical_json(document.versioned_body()).encode("utf-8")).hexdigest()
-    return f"sha256:{digest}"
+    return version_of(document.model_dump(mode="json", exclude_none=True))
