@@ -92,7 +92,7 @@ def build_app(
     with_mcp: bool = True,
 ) -> Starlette:
     """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up."""
-    state: dict[str, Service] = {}
+    state: dict[str, Service] = {"service": service} if service is not None else {}
 
     def current() -> Service:
         return state["service"]
