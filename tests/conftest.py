@@ -73,6 +73,39 @@ def make_doc() -> Callable[..., dict[str, Any]]:
 
 
 @pytest.fixture
+def invalid_documents(make_doc) -> list[tuple[str, dict[str, Any], str]]:
+    """(label, document, JSON Pointer of the broken field): the bad inputs every interface must refuse."""
+
+    def with_(path, value):
+        document = make_doc()
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return document
+
+    return [
+        ("id with ..", with_(("id",), "python/.."), "/id"),
+        ("id with extra slashes", with_(("id",), "python//x"), "/id"),
+        ("id with three segments", with_(("id",), "python/a/b"), "/id"),
+        ("upper-case id", with_(("id",), "Python/Module"), "/id"),
+        ("unicode id", with_(("id",), "python/ﬁx"), "/id"),
+        ("zero-width id", with_(("id",), "python/a\u200bb"), "/id"),
+        ("empty id", with_(("id",), ""), "/id"),
+        ("empty title", with_(("title",), ""), "/title"),
+        ("whitespace symptom", with_(("content", "symptom"), " \t\n "), "/content/symptom"),
+        ("title wrong type", with_(("title",), {"a": 1}), "/title"),
+        ("fix wrong type", with_(("content", "solutions", 0, "fix"), "rm -rf"), "/content/solutions/0/fix"),
+        ("unknown field", with_(("surprise",), 1), "/surprise"),
+        ("unknown content field", with_(("content", "extra"), "x"), "/content/extra"),
+        ("legacy fix", with_(("content", "fix"), ["x"]), "/content/fix"),
+        ("missing solutions", {**make_doc(), "content": {k: v for k, v in make_doc()["content"].items() if k != "solutions"}},
+         "/content/solutions"),
+        ("NUL in error", with_(("signature", "error"), ""), "/signature/error"),
+    ]
+
+
+@pytest.fixture
 async def service(tmp_path) -> AsyncIterator[Service]:
     opened = await Service.open(tmp_path / "test.db", seed=False)
     try:

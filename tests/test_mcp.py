@@ -103,6 +103,23 @@ async def test_domain_errors_are_tool_errors_and_the_session_survives(service, m
     assert await service.store.count_nodes() == 1
 
 
+async def test_every_invalid_document_is_a_tool_error_and_writes_nothing(service, invalid_documents, make_doc):
+    async with in_process(service, "legacy") as client:
+        for label, document, field in invalid_documents:
+            if field.split("/")[1] not in {"id", "ecosystem", "title", "signature", "content"}:
+                continue  # a top-level extra key has no tool parameter to travel in
+            arguments = {key: document.get(key) for key in ("id", "ecosystem", "title", "signature", "content")}
+            result = await client.call_tool("create_node", arguments)
+            assert result.is_error, label
+            if result.content[0].text.startswith("{"):  # our validation (others: the SDK's type check)
+                error = error_body(result)["error"]
+                assert error["code"] == "invalid_node" and field in [p["field"] for p in error["problems"]], label
+        assert await service.store.count_nodes() == 0
+        good = make_doc()
+        created = await client.call_tool("create_node", {k: good[k] for k in ("id", "ecosystem", "title", "signature", "content")})
+        assert not created.is_error, "the session stays usable"
+
+
 async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc):
     document = make_doc()
     document["content"]["context"] = "long context " * 400
