@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -21,20 +20,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 
 from .errors import KnowmeshError, bad_parameter
-from .service import ReadResult, Service, require_node_id
+from .service import ReadResult, Service, llms_txt, require_node_id
 
 log = logging.getLogger("knowmesh.http")
 
 MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
 TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
-
-
-def llms_txt() -> str:
-    here = Path(__file__).parent
-    for candidate in (here / "llms.txt", here.parent / "llms.txt"):
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    return "# knowmesh-mcp\n"
 
 
 def error_response(error: KnowmeshError) -> JSONResponse:

@@ -18,9 +18,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from .errors import KnowmeshError
-from .http_app import llms_txt
 from .reading import MIN_BUDGET, fit_to_budget
-from .service import Service
+from .service import Service, llms_txt
 
 log = logging.getLogger("knowmesh.mcp")
 

@@ -40,6 +40,15 @@ DEFAULT_LIST_LIMIT = 50
 IMPORT_BATCH = 500
 
 
+def llms_txt() -> str:
+    """The agent entry point (`llms.txt`), from the wheel or the checkout."""
+    here = Path(__file__).parent
+    for candidate in (here / "llms.txt", here.parent / "llms.txt"):
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    raise FileNotFoundError("llms.txt is missing from the installation")
+
+
 def invalid_node_error(error: InvalidNode) -> KnowmeshError:
     problems = [p.model_dump() for p in error.problems]
     first = problems[0]
