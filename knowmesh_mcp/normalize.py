@@ -42,16 +42,28 @@ def canonical_ecosystem(name: str) -> str:
 
 
 # --- Normalization rules -----------------------------------------------------------------
-# Each rule runs on the output of the ones before it, in the order of `normalize_signature`.
+# Defined in the order `normalize_signature` applies them; each runs on the output of the ones
+# before it, and the order matters:
+#  1. terminal escapes go first (they contain digits, letters and `[`), before lowercasing;
+#  2. lowercase, ESC-less colour codes, CRLF, control characters;
+#  3. quoted values, before anything that could eat a quote character and before a lone CR
+#     becomes a line break;
+#  4. underlines, then the sed special case;
+#  5. URLs before paths (they contain slashes), Windows paths before POSIX ones;
+#  6. paths before timestamps, ids and numbers, so a path holding a date, a SHA or a version
+#     is one <path>;
+#  7. timestamps, UUIDs, IPv4 addresses before hex ids and versions (which they contain or
+#     resemble), hex before versions, versions before plain numbers.
 # Invariants that keep the whole idempotent (normalizing twice changes nothing):
-# - a placeholder is `<` + lowercase letters or `*` + `>`; no rule matches inside one, and no
-#   placeholder contains a digit, an uppercase letter or a quote;
+# - a placeholder is `<`, lowercase letters or `*`, `>`: no digit, uppercase letter, quote or
+#   space, and no rule matches inside one;
+# - after step 3 no rule adds or removes a quote character (paths and URLs exclude them);
 # - a rule that refuses to start right after a word character also refuses to start after `>`,
 #   and one that refuses to end before a word character also refuses to end before `<`: a word
-#   character next to a match may itself become a placeholder, which must not make it match on
-#   the second pass.
-# Every repeated character class is anchored by a lookbehind that excludes that same class, so
-# a long run is scanned from one start only: no catastrophic backtracking.
+#   character next to a match may itself become a placeholder;
+# - rules that look at whitespace accept any run of it (`[^\S\n]+`), as the final collapse does.
+# Performance: every repeated character class is anchored by a lookbehind that excludes that
+# same class, so a long run is scanned from one start only (no catastrophic backtracking).
 
 # Terminal escapes: CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
 # Runs before lowercasing because final bytes are case-sensitive (`\x1b[2K`, `\x1bM`).
@@ -64,24 +76,31 @@ _ANSI_REMNANT = re.compile(r"(?:\^\[)?\[\d+(?:;\d+)*m")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u2060\ufeff]")
 # Quoted values: the missing module, the key, the user, a path with spaces. A single quote
 # opens only after a non-word character (or a `b`/`u` repr prefix) and closes only before one,
-# so the apostrophes of "can't" and "it's" are not quotes. A quote may hold a CR (the classic
-# `‘bash\r’` of a CRLF script), never an LF. `x' is GNU quoting (bash: unexpected token `fi').
+# so the apostrophes of "can't" and "it's" are not quotes. `x' is GNU quoting (bash: unexpected
+# token `fi'). A value may hold a CR (the `‘bash\r’` of a CRLF script), never an LF.
+# A value never holds an opening quote character (" ` ‘ “) nor, inside '...', any quote
+# character; an apostrophe is fine inside the other kinds ("can't", `'static`). So each attempt
+# stops at the first quote character it meets: linear, and a second pass pairs them the same.
 _QUOTED = re.compile(
-    r"(?:(?<![\w>])|(?<=[bu])(?<![\w>][bu]))'[^'\n]*'(?![\w<])"
-    r'|"[^"\n]*"'
-    r"|`[^`\n]*`"
-    r"|`[^`'\n]*'"
-    r"|‘[^‘’\n]*’"
-    r"|“[^“”\n]*”"
+    r"(?:(?<![\w>])|(?<=[bu])(?<![\w>][bu]))'[^'\"`‘’“”\n]*'(?![\w<])"
+    r"|\"[^\"`‘“\n]*\""
+    r"|`[^\"`‘“\n]*`"
+    r"|`[^'\"`‘“\n]*'"
+    r"|‘[^\"`‘’“\n]*’"
+    r"|“[^\"`‘“”\n]*”"
 )
+# Caret and tilde underlines (Python 3.11+, Rust) whose length follows the value above them.
+_CARETS = re.compile(r"[\^~]{2,}")
+# Rust's dash underlines (`-----`), standing alone between spaces.
+_DASHES = re.compile(r"(?<!\S)-{2,}(?!\S)")
 # BSD sed echoes the first character of a file name mistaken for its script
 # (`sed: 1: "file.txt": invalid command code f`): that character is a value.
-_SED_COMMAND_CODE = re.compile(r"(invalid command code[ \t]+)[^\s<]")
+_SED_COMMAND_CODE = re.compile(r"(invalid command code[^\S\n]+)[^\s<'\"`‘’“”]")
 # URLs (before paths: they contain slashes). A trailing sentence mark is not part of one.
-_URL = re.compile(r"(?<![\w+.>-])[a-z][\w+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:!?)\]}]")
+_URL = re.compile(r"(?<![\w+.>-])[a-z][\w+.-]*://[^\s'\"`‘’“”<>]*[^\s'\"`‘’“”<>.,;:!?)\]}]")
 # Windows paths: a drive (`c:\`, `c:/`) or a UNC root (`\\server\`), then folders; a folder
 # may contain single spaces (`Program Files`) when a backslash follows it.
-_WIN_CHAR = r"[^\s'\"<>|?*:,;()\\/]"
+_WIN_CHAR = r"[^\s'\"`‘’“”<>|?*:,;()\\/]"
 _WINDOWS_PATH = re.compile(
     rf"(?<![\w\\>])(?:[a-z]:[\\/]|\\\\{_WIN_CHAR}+\\)"
     rf"(?:{_WIN_CHAR}+(?: {_WIN_CHAR}+)*\\|{_WIN_CHAR}+/)*{_WIN_CHAR}*"
@@ -89,7 +108,7 @@ _WINDOWS_PATH = re.compile(
 # POSIX paths: absolute, `~/`, `./`, `../`; relative `dir/file.ext` (an extension starting
 # with a letter, so `numpy/1.26.4` is not a path); and a bare `file.ext` followed by a line
 # number (`main.rs:4:20`, `main.cpp(12)`), which also catches `host.name:443`.
-_PATH_CHAR = r"[^\s'\"<>:,;()\[\]{}|]"
+_PATH_CHAR = r"[^\s'\"`‘’“”<>:,;()\[\]{}|]"
 _PATH_START = r"(?<![\w.~@+<>/\\-])"
 _POSIX_PATH = re.compile(
     rf"{_PATH_START}(?:~|\.{{1,2}})?/{_PATH_CHAR}+"
@@ -99,14 +118,15 @@ _POSIX_PATH = re.compile(
 # Timestamps: ISO and Go-log dates with an optional time and zone; syslog, HTTP and ctime
 # dates with a month name; and a bare time of day with seconds (`[10:11:12]`). A time of day
 # must not touch a colon, so `file:10:11:12` stays a location.
-_ZONE = r"(?:[ \t]?[ap]m)?(?:[ \t]?(?:z|utc|gmt|[+-]\d{2}:?\d{2}))?"
+_ZONE = r"(?:[^\S\n]?[ap]m)?(?:[^\S\n]?(?:z|utc|gmt|[+-]\d{2}:?\d{2}))?"
 _CLOCK = rf"\d{{1,2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?{_ZONE}"
 _WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*"
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _TIMESTAMP = re.compile(
-    rf"(?<![\w:.>])\d{{4}}[-/]\d{{1,2}}[-/]\d{{1,2}}(?:[t \t]\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[.,]\d+)?{_ZONE})?(?![\d:<])"
-    rf"|(?<![\w:.>])(?:{_WEEKDAY},?[ \t]+)?(?:{_MONTH}[ \t]+\d{{1,2}}|\d{{1,2}}[ \t]+{_MONTH})"
-    rf"(?:,?[ \t]+\d{{4}})?[ \t]+{_CLOCK}(?:[ \t]+\d{{4}})?(?![\w:<])"
+    rf"(?<![\w:.>])\d{{4}}[-/]\d{{1,2}}[-/]\d{{1,2}}"
+    rf"(?:(?:t|[^\S\n])\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[.,]\d+)?{_ZONE})?(?![\d:<])"
+    rf"|(?<![\w:.>])(?:{_WEEKDAY},?[^\S\n]+)?(?:{_MONTH}[^\S\n]+\d{{1,2}}|\d{{1,2}}[^\S\n]+{_MONTH})"
+    rf"(?:,?[^\S\n]+\d{{4}})?[^\S\n]+{_CLOCK}(?:[^\S\n]+\d{{4}})?(?![\w:<])"
     rf"|(?<![\w:.>]){_CLOCK}(?![\w:<])"
 )
 # UUIDs (before hex ids: each group is hex).
@@ -126,11 +146,7 @@ _VERSION = re.compile(r"(?:(?<![\w.>])v)?(?<![\d.])\d+(?:\.\d+){1,3}(?:[-+.]?[a-
 # or an error code (E0382, sha256, x86_64) and stay. HTTP status and process exit codes are the
 # error's identity (404 vs 500, 137 = killed) and stay after "status code" / "exit code" /
 # "exit status".
-_NUMBER = re.compile(r"(\b(?:(?:status|exit)[ \t]+code|exit[ \t]+status)[ \t]*:?[ \t]*)?(?<!\w)\d+")
-# Caret and tilde underlines (Python 3.11+, Rust) whose length follows the value above them.
-_CARETS = re.compile(r"[\^~]{2,}")
-# Rust's dash underlines (`-----`), standing alone between spaces.
-_DASHES = re.compile(r"(?<!\S)-{2,}(?!\S)")
+_NUMBER = re.compile(r"(\b(?:(?:status|exit)[^\S\n]+code|exit[^\S\n]+status)[^\S\n]*:?[^\S\n]*)?(?<!\w)\d+")
 # Runs of horizontal whitespace (tabs, NBSP, Unicode spaces) become one space.
 _SPACES = re.compile(r"[^\S\n]+")
 
@@ -169,6 +185,8 @@ def normalize_signature(text: str) -> str:
     text = _clean(text)
     text = _QUOTED.sub(_replace_quoted, text)
     text = text.replace("\r", "\n")
+    text = _CARETS.sub("^", text)
+    text = _DASHES.sub("-", text)
     text = _SED_COMMAND_CODE.sub(r"\1<*>", text)
     text = _URL.sub("<url>", text)
     text = _WINDOWS_PATH.sub("<path>", text)
@@ -180,8 +198,6 @@ def normalize_signature(text: str) -> str:
     text = _LONG_HEX.sub("<hex>", text)
     text = _VERSION.sub("<ver>", text)
     text = _NUMBER.sub(_replace_number, text)
-    text = _CARETS.sub("^", text)
-    text = _DASHES.sub("-", text)
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 

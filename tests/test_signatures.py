@@ -431,6 +431,21 @@ def test_apostrophes_are_not_quotes() -> None:
     assert quoted_values("doesn't exist: 'x' isn't 'y'") == ["x", "y"]
 
 
+def test_quote_kinds_nest_predictably() -> None:
+    # A value stops at the first quote character it meets; an apostrophe may sit inside any
+    # kind but '...' itself. This keeps matching linear and a second pass identical.
+    assert normalize_signature('KeyError: "can\'t"') == 'keyerror: "<*>"'
+    assert normalize_signature("argument requires that `x` is borrowed for `'static`") == (
+        "argument requires that `<*>` is borrowed for `<*>`"
+    )
+    assert quoted_values("lifetime `'a` defined here") == ["'a"]
+    assert normalize_signature("‘don't’") == "‘<*>’"
+    assert normalize_signature("ValueError: 'say \"hi\"'") == "valueerror: 'say \"<*>\"'"
+    assert normalize_signature("SyntaxError: Unexpected token '<', \"<!DOCTYPE \"... is not valid JSON") == (
+        "syntaxerror: unexpected token '<*>', \"<*>\"... is not valid json"
+    )
+
+
 def test_placeholder_shapes() -> None:
     out = normalize_signature(
         "'a' \"b\" `c` ‘d’ “e” /x/y C:\\x 1 1.2.3 0xff 3f4e5d6c7b8a "
@@ -570,6 +585,22 @@ TRICKY = st.text(
 )
 
 
+# fragments every rule reacts to, glued at random: neighbours that start, end or block a match
+RULE_FRAGMENTS = st.lists(
+    st.sampled_from([
+        "may", " may 1 ", "2024-05-01", "t", "z", "10:11:12", ".123", "+02:00", " utc", "0x", "ff",
+        "http://", "unix:///", "c:\\", "c:/", "\\\\", "\\", "/", "./", "~/", "~", "exit code ",
+        "exit status", "status code: ", "invalid command code ", "v1.2", "1.2.3.4", "1.2", ":", "::",
+        "[31m", "^[[0m", ESC + "[", ESC + "]", ESC, "\x07", "b'", "u'", "'", '"', "`", "‘", "’", "“", "”",
+        "--", "-", "^^", "~~", "deadbeef12", "3f2a1b4c-1234-5678-9abc-def012345678", "a", "B", "_",
+        "x.py", "main.rs", ":12", "(3)", " ", "\t", "\n", "\r", "\r\n", "\u00a0", "\x85", "\ufeff", "0",
+        "42", ".", ",", "(", ")", "[", "]", "<", ">", "*", "<n>", "<path>", "'<*>'", "@", "+", "İ",
+        "e0382", "python3", "wed,", " 2024",
+    ]),
+    max_size=14,
+).map("".join)
+
+
 def _check_output(out: str) -> None:
     assert ESC not in out
     assert "\r" not in out
@@ -590,6 +621,13 @@ def test_idempotent_on_rule_heavy_text(text: str) -> None:
     assert normalize_signature(once) == once
     _check_output(once)
     quoted_values(text)
+
+
+@given(RULE_FRAGMENTS)
+def test_idempotent_on_glued_rule_fragments(text: str) -> None:
+    once = normalize_signature(text)
+    assert normalize_signature(once) == once
+    _check_output(once)
 
 
 @given(st.text(), st.text())
