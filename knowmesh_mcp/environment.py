@@ -23,7 +23,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, Specifier
@@ -135,6 +135,7 @@ class _Token:
     distro: str | None = None
 
 
+@lru_cache(maxsize=4096)  # tags repeat across every document of a corpus
 def _clean(text: str) -> str:
     """Fold one token: NFKC, drop control characters, collapse whitespace, lowercase, cap."""
     text = unicodedata.normalize("NFKC", text)
@@ -425,6 +426,7 @@ class Constraint:
 _CONSTRAINT_TAG = re.compile(r"^(?P<name>[a-z.][a-z0-9.+#_-]*?)\s*(?P<spec>(?:===|==|!=|~=|>=|<=|<|>).*)$")
 
 
+@lru_cache(maxsize=4096)  # tags repeat across a corpus; Constraint is immutable
 def parse_constraint(tag: str) -> tuple[str, Constraint] | None:
     """Read a runtime constraint tag: ``python>=3.8``, ``node>=18,<21`` or ``python-3.12``.
 

@@ -83,11 +83,14 @@ class NodeDocument(_Strict):
     # Derived: accepted on input (an exported document reads back), recomputed on write.
     version: str | None = Field(None, exclude=True)
 
-    def stored(self) -> dict[str, Any]:
-        """The document as stored and served, version included."""
-        body = self.model_dump(mode="json", exclude_none=True)
-        body["version"] = version_of(body)
-        return body
+    def snapshot(self) -> tuple[dict[str, Any], str, str]:
+        """(content body, its canonical JSON, its version): what a node version stores.
+
+        The stored bytes are exactly the bytes the version hashes; status lives on the node.
+        """
+        body = self.model_dump(mode="json", exclude_none=True, exclude={"status"})
+        text = canonical_json(body)
+        return body, text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Problem(BaseModel):
@@ -209,17 +212,9 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-VERSIONED_KEYS = ("id", "ecosystem", "title", "license", "signature", "content")
-
-
-def version_of(body: dict[str, Any]) -> str:
+def document_version(document: NodeDocument) -> str:
     """`sha256:` + hex SHA-256 of the canonical JSON of {id, ecosystem, title, license, signature, content}.
 
     Status and timestamps are not content: promoting a node does not change its version.
     """
-    versioned = {key: body[key] for key in VERSIONED_KEYS}
-    return "sha256:" + hashlib.sha256(canonical_json(versioned).encode("utf-8")).hexdigest()
-
-
-def document_version(document: NodeDocument) -> str:
-    return version_of(document.model_dump(mode="json", exclude_none=True))
+    return document.snapshot()[2]

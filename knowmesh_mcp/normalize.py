@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 NORMALIZER_VERSION = 1
 
@@ -169,6 +170,7 @@ def _clean(text: str) -> str:
     return _CONTROL.sub(" ", text)
 
 
+@lru_cache(maxsize=4096)  # pure; validation and hashing normalize the same error back to back
 def normalize_signature(text: str) -> str:
     """Reduce a raw error to its stable shape.
 

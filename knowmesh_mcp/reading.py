@@ -100,6 +100,7 @@ def _select_solutions(
 def article_view(
     *,
     document: dict[str, Any],
+    version: str,
     status: str,
     revision: int,
     solution_revisions: dict[str, int],
@@ -140,7 +141,7 @@ def article_view(
         "title": document["title"],
         "status": status,
         "license": document["license"],
-        "version": document["version"],
+        "version": version,
         "revision": revision,
         "created_at": created_at,
         "updated_at": updated_at,

@@ -114,29 +114,34 @@ class Prepared:
     """A validated document with everything its insert needs, computed outside the transaction."""
 
     document: NodeDocument
-    stored: dict[str, Any]
+    body: dict[str, Any]
+    body_json: str
+    version: str
     signature_hash: str
     quoted_values: list[str]
 
     @classmethod
     def of(cls, document: NodeDocument) -> Prepared:
+        body, body_json, version = document.snapshot()
         return cls(
             document=document,
-            stored=document.stored(),
+            body=body,
+            body_json=body_json,
+            version=version,
             signature_hash=signature_hash(document.signature.error),
             quoted_values=quoted_values(document.signature.error),
         )
 
     def new_node(self, *, kind: str, agent: dict[str, Any] | None, summary: str) -> NewNode:
-        solutions = self.stored["content"]["solutions"]
-        search_signature, search_article = index_text(self.stored)
+        solutions = self.body["content"]["solutions"]
+        search_signature, search_article = index_text(self.body)
         return NewNode(
             id=self.document.id,
             ecosystem=self.document.ecosystem,
             status=self.document.status,
             title=self.document.title,
-            version=self.stored["version"],
-            document_json=canonical_json(self.stored),
+            version=self.version,
+            document_json=self.body_json,
             solution_revisions={s["id"]: 1 for s in solutions},
             solution_hashes={s["id"]: behavior_hash(s) for s in solutions},
             has_answer=bool(solutions),
@@ -270,10 +275,10 @@ class Service:
                                "next": {"edit_article": next_steps.edit_article(duplicate, await tx.current_revision(duplicate))}},
                 )
             await tx.insert_nodes([prepared.new_node(kind="create", agent=agent, summary="Create node")])
-        similar = await similar_nodes(self.store, prepared.stored)
+        similar = await similar_nodes(self.store, prepared.body)
         return {
             "id": document.id,
-            "version": prepared.stored["version"],
+            "version": prepared.version,
             "status": document.status,
             "revision": 1,
             "trust": "untrusted-data",
@@ -315,7 +320,7 @@ class Service:
         if row is None:
             raise not_found("node", node_id)
         body = article_view(
-            document=row.document, status=row.status, revision=row.revision,
+            document=row.document, version=row.version, status=row.status, revision=row.revision,
             solution_revisions=row.solution_revisions, created_at=row.created_at,
             updated_at=row.updated_at, request=request,
         )
@@ -334,7 +339,8 @@ class Service:
         document, solution_revisions, created_at = found
         revision = await self.store.revision_of_version(node_id, version)
         body = article_view(
-            document=document, status=row.status, revision=revision, solution_revisions=solution_revisions,
+            document=document, version=version, status=row.status, revision=revision,
+            solution_revisions=solution_revisions,
             created_at=row.created_at, updated_at=created_at, request=request,
         )
         body["current_version"] = row.version
@@ -436,7 +442,7 @@ class Service:
             for source, prepared in batch:
                 node_id = prepared.document.id
                 if node_id in existing:
-                    if existing[node_id] == prepared.stored["version"]:
+                    if existing[node_id] == prepared.version:
                         report.unchanged.append(node_id)
                     else:
                         report.skipped.append({"source": source, "id": node_id,
@@ -455,8 +461,8 @@ class Service:
 
     async def export_documents(self) -> AsyncIterator[dict[str, Any]]:
         """Every current document with its status and version, in id order (what import reads back)."""
-        async for document, status in self.store.iter_current_documents():
-            yield {**document, "status": status}
+        async for document, status, version in self.store.iter_current_documents():
+            yield {**document, "status": status, "version": version}
 
 
 def _raw_id(raw: Any) -> str | None:

@@ -326,18 +326,18 @@ class Store:
         )
         return [(row[0], row[1]) for row in rows]
 
-    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str]]:
-        """(document, status) of every node in id order."""
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
+        """(document, status, version) of every node in id order."""
         after = ""
         while True:
             rows = await self._fetchall(
-                """SELECT n.id, v.document, n.status FROM nodes n
+                """SELECT n.id, v.document, n.status, n.current_version FROM nodes n
                    JOIN node_versions v ON v.version = n.current_version
                    WHERE n.id > ? ORDER BY n.id LIMIT ?""",
                 (after, batch),
             )
             for row in rows:
-                yield json.loads(row[1]), row[2]
+                yield json.loads(row[1]), row[2], row[3]
             if len(rows) < batch:
                 return
             after = rows[-1][0]
