@@ -37,7 +37,7 @@ from .store import NewNode, Store, store_dir
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
-IMPORT_BATCH = 500
+IMPORT_BATCH = 1000
 
 
 def llms_txt() -> str:
@@ -403,31 +403,39 @@ class Service:
         batch: list[tuple[str, Prepared]] = []
         seen_ids: set[str] = set()
         for source, raw in documents:
-            if isinstance(raw, InvalidSource):
-                report.invalid.append({"source": source, "id": None,
-                                       "error": {"code": "invalid_json", "message": raw.reason}})
-                continue
-            try:
-                if isinstance(raw, dict):
-                    raw = {key: value for key, value in raw.items() if key != "version"}
-                document = validate_node(raw)
-                check_overlaps(document)
-            except InvalidNode as error:
-                report.invalid.append({"source": source, "id": _raw_id(raw), "error": invalid_node_error(error).to_body()["error"]})
-                continue
-            except KnowmeshError as error:
-                report.invalid.append({"source": source, "id": _raw_id(raw), "error": error.to_body()["error"]})
-                continue
-            if document.id in seen_ids:
-                report.skipped.append({"source": source, "id": document.id, "reason": "duplicate id earlier in this import"})
-                continue
-            seen_ids.add(document.id)
-            batch.append((source, Prepared.of(document)))
+            prepared = self._prepare_import(source, raw, report, seen_ids)
+            if prepared is not None:
+                batch.append((source, prepared))
             if len(batch) >= IMPORT_BATCH:
                 await self._import_batch(batch, report, kind=kind, summary=summary)
                 batch = []
         await self._import_batch(batch, report, kind=kind, summary=summary)
         return report
+
+    def _prepare_import(
+        self, source: str, raw: Any, report: ImportReport, seen_ids: set[str]
+    ) -> Prepared | None:
+        """Validate one imported document, or record why it is not imported."""
+        if isinstance(raw, InvalidSource):
+            report.invalid.append({"source": source, "id": None,
+                                   "error": {"code": "invalid_json", "message": raw.reason}})
+            return None
+        try:
+            if isinstance(raw, dict):
+                raw = {key: value for key, value in raw.items() if key != "version"}
+            document = validate_node(raw)
+            check_overlaps(document)
+        except InvalidNode as error:
+            report.invalid.append({"source": source, "id": _raw_id(raw), "error": invalid_node_error(error).to_body()["error"]})
+            return None
+        except KnowmeshError as error:
+            report.invalid.append({"source": source, "id": _raw_id(raw), "error": error.to_body()["error"]})
+            return None
+        if document.id in seen_ids:
+            report.skipped.append({"source": source, "id": document.id, "reason": "duplicate id earlier in this import"})
+            return None
+        seen_ids.add(document.id)
+        return Prepared.of(document)
 
     async def _import_batch(
         self, batch: list[tuple[str, Prepared]], report: ImportReport, *, kind: str, summary: str
