@@ -360,8 +360,9 @@ class Service:
         """GET /v1/nodes: current, non-deprecated articles in id order, with an opaque cursor."""
         if limit is None:
             limit = DEFAULT_LIST_LIMIT
-        if not 1 <= limit <= MAX_LIST_LIMIT:
-            raise bad_parameter("limit", f"limit must be between 1 and {MAX_LIST_LIMIT}")
+        if limit < 1:
+            raise bad_parameter("limit", "limit must be a positive integer")
+        limit = min(limit, MAX_LIST_LIMIT)  # the spec caps it: clamped, not refused
         chosen = parse_list(fields, name="fields", allowed=LIST_FIELDS)
         ecosystem = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         after = None

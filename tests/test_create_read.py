@@ -240,7 +240,8 @@ async def test_list_pages_with_a_cursor_scoped_to_the_ecosystem(service: Service
     with pytest.raises(KnowmeshError) as caught:
         await service.list_nodes(ecosystem="go", cursor=first["next_cursor"])
     assert caught.value.code == "invalid_cursor"
-    for bad in ({"limit": 0}, {"limit": 101}, {"cursor": "!!!"}, {"fields": "title,secret"}):
+    assert (await service.list_nodes(limit=1000))["limit"] == 100
+    for bad in ({"limit": 0}, {"limit": -5}, {"cursor": "!!!"}, {"fields": "title,secret"}):
         with pytest.raises(KnowmeshError) as caught:
             await service.list_nodes(**bad)
         assert caught.value.status == 400
