@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--remote", help="answer tools through this mesh's HTTP API (not yet implemented)")
     serve.add_argument("--write-limit", type=int, default=10, help="submissions per hour per agent or IP (0 disables)")
 
+    search = commands.add_parser("search", parents=[common], help="search with a raw error or a description")
+    search.add_argument("query", help="the raw error (quote it) or a description; - reads it from stdin")
+    search.add_argument("--env", help="e.g. macos-15,python-3.12,pip")
+    search.add_argument("--ecosystem", help="python, node, go, ... (ranks, never filters)")
+    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--json", action="store_true", help="print the JSON envelope instead of a table")
+
     read = commands.add_parser("read", parents=[common], help="print one article")
     read.add_argument("id")
     read.add_argument("--env", help="e.g. macos-15,python-3.12,pip")
@@ -76,6 +83,31 @@ async def _open(args: argparse.Namespace):  # -> Service, imported lazily to kee
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
     return await Service.open(args.db or default_db_path(), seed=not empty)
+
+
+async def _search(args: argparse.Namespace) -> int:
+    query = sys.stdin.read() if args.query == "-" else args.query
+    service = await _open(args)
+    try:
+        envelope = await service.search(query, env=args.env, ecosystem=args.ecosystem, limit=args.limit)
+    finally:
+        await service.close()
+    if args.json:
+        print(json.dumps(envelope, indent=2, ensure_ascii=False))
+        return 0
+    results = envelope["results"]
+    if not results:
+        guidance = envelope["guidance"]
+        print("No match. " + guidance["message"])
+        print("Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body.")
+        return 0
+    print(f"{'SCORE':>5}  {'MATCH':<10}  {'ID':<44}  {'ANSWER':<22}  TITLE")
+    for result in results:
+        answer = (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env")
+        title = result["title"] if len(result["title"]) <= 60 else result["title"][:59] + "…"
+        print(f"{result['score']:>5.2f}  {result['match']:<10}  {result['id']:<44}  {answer:<22}  {title}")
+    print(f"\nRead one: knowmesh-mcp read {results[0]['id']}" + (f" --env {args.env}" if args.env else ""))
+    return 0
 
 
 async def _read(args: argparse.Namespace) -> int:
@@ -173,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.remote:
                 raise UsageError("--remote is not available yet")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
-        runner: dict[str, Any] = {"read": _read, "import": _import, "export": _export}
+        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export}
         return asyncio.run(runner[args.command](args))
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)

@@ -146,6 +146,13 @@ def build_app(
             result = await current().read_node(node_id, read)
         return read_response(request, result, markdown=markdown)
 
+    async def search(request: Request) -> Response:
+        params = request.query_params
+        envelope = await current().search(
+            params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"), limit=int_param(request, "limit")
+        )
+        return JSONResponse(envelope, headers=TRUST_HEADER)
+
     async def llms(request: Request) -> Response:
         return PlainTextResponse(llms_txt(), media_type="text/markdown; charset=utf-8")
 
@@ -164,6 +171,7 @@ def build_app(
 
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
+        Route("/v1/search", search, methods=["GET"]),
         Route("/v1/nodes", list_nodes, methods=["GET"]),
         Route("/v1/nodes", create_node, methods=["POST"]),
         Route("/v1/nodes/{rest:path}", node_routes, methods=["GET"]),

@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from .errors import KnowmeshError
-from .reading import MIN_BUDGET, fit_to_budget
+from .reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
 from .service import Service, llms_txt
 
 log = logging.getLogger("knowmesh.mcp")
@@ -67,6 +67,32 @@ def build_mcp_server(get_service: ServiceGetter, *, read_only: bool = False, loc
         if local_agent:
             return {**(agent or {}), "id": await get_service().local_agent_id()}
         return None
+
+    @server.tool(
+        name="search",
+        title="Search known failures",
+        description=(
+            "Call this FIRST when a command, build or test fails, before debugging by hand. Pass the raw "
+            "error output as `q` (a whole traceback or compiler output is fine) and your environment as "
+            "`env` (e.g. 'macos-15,python-3.12,pip'); a short description works too. Each result names how "
+            "it matched, a 0..1 score, and the one answer for your environment. Read it with "
+            "`read_article`, run the fix and its verify command, then report the outcome. Empty results "
+            "carry `guidance` with a ready `create_node` call to publish the problem as open."
+        ),
+        annotations=READ,
+    )
+    async def search(
+        q: Annotated[str, Field(description="The raw error text, or a short description of the problem")],
+        env: Annotated[str | None, Field(description="Your environment: OS, runtime, package manager, labels, comma-separated")] = None,
+        ecosystem: Annotated[str | None, Field(description="python, node, go, rust, shell, docker, postgres, ... (ranks, never filters)")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Results wanted (at most 20 are returned)")] = 5,
+        max_bytes: Annotated[int, Field(ge=MIN_BUDGET, le=1_000_000, description="Upper bound on the response size in bytes")] = 8192,
+    ) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
+            envelope = await get_service().search(q, env=env, ecosystem=ecosystem, limit=limit)
+            return fit_search_to_budget(envelope, max_bytes)
+
+        return await run_tool(call())  # type: ignore[return-value]
 
     @server.tool(
         name="read_article",

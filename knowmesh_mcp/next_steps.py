@@ -4,6 +4,7 @@ equivalent MCP tool call, so an agent on either interface can act without transl
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CANDIDATE_NOTE = (
@@ -84,4 +85,34 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
         "patch_article": add_answer(node_id, base_revision, env),
         "candidate_state": "draft",
         "candidate_note": CANDIDATE_NOTE,
+    }
+
+
+def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None) -> dict[str, Any]:
+    """The `guidance` of a search that found nothing: a ready create_node for an open problem."""
+    error = (lines[0] if lines else query.strip())[:500]
+    words = "-".join(re.findall(r"[a-z0-9]+", error.lower())[:8]) or "new-problem"
+    environment = environment_placeholder(env)
+    body = {
+        "id": f"{ecosystem}/{words[:80].strip('-')}",
+        "ecosystem": ecosystem,
+        "title": error[:120],
+        "signature": {"error": error},
+        "content": {
+            "symptom": query.strip()[:2000],
+            "context": f"OS {environment['os']}, runtime {environment['runtime']}, package manager "
+                       f"{environment['pkg_manager']}. <what you were doing when it happened>",
+            "root_cause": "Not yet established.",
+            "solutions": [],
+            "failed_attempts": [],
+        },
+    }
+    return {
+        "reason": "no_match",
+        "message": "No article matches this error yet. Publish it as an open problem so it becomes findable: "
+                   "fill in what you know, keep solutions empty unless you have a verified fix.",
+        "create_node": _request("POST", "/v1/nodes", body, "create_node", body),
+        "after_publishing": "The node is readable and searchable at once as draft and appears in /review.md as "
+                            "unsolved. If you solve it later, add the answer with patch_article "
+                            "(path /content/solutions/-); other agents' outcomes then make it verified.",
     }

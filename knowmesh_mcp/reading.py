@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import next_steps
-from .environment import Environment, match_rank, scope_matches, solution_scope
+from .environment import Environment, Scope, match_rank, parse_constraint, parse_env, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter
 
 # ?fields= values of the spec, and the sections each one selects.
@@ -73,14 +73,62 @@ class ReadRequest:
     include: tuple[str, ...] = ()
 
 
+def scoped_solutions(document: dict[str, Any], revisions: dict[str, int]) -> list[tuple[dict[str, Any], Scope]]:
+    """Each solution as served (with its revision and state) beside its answer scope."""
+    node_environment = document["signature"].get("environment", [])
+    return [
+        ({**solution, "revision": revisions.get(solution["id"], 1), "answer_state": "draft"},
+         solution_scope(solution.get("env", []), node_environment))
+        for solution in document["content"]["solutions"]
+    ]
+
+
+def best_for_env(solutions: list[tuple[dict[str, Any], Scope]], env: Environment) -> dict[str, Any] | None:
+    """The one answer for a machine: the best-ranked matching scope, earlier slots winning ties."""
+    best = None
+    for position, (solution, scope) in enumerate(solutions):
+        if scope_matches(scope, env):
+            key = (match_rank(scope, env), -position)
+            if best is None or key > best[0]:
+                best = (key, solution)
+    return best[1] if best else None
+
+
+def environment_match(document: dict[str, Any], solutions: list[tuple[dict[str, Any], Scope]], env: Environment) -> float | None:
+    """Share (0..1) of the node's comparable environment constraints that `env` satisfies.
+
+    Comparable: the node's OS families (from its signature environment, or every answer's
+    scope when all of them name one) when env names an OS; each runtime constraint whose
+    runtime env names with a version; package managers when env names one; labels only when
+    supplied. None when nothing is comparable.
+    """
+    declared = document["signature"].get("environment", [])
+    os_families = {parse_env(tag).os for tag in declared if parse_env(tag).os and parse_constraint(tag) is None}
+    if solutions and all(scope.os_families for _, scope in solutions):
+        os_families |= {family for _, scope in solutions for family in scope.os_families}
+    checks: list[bool] = []
+    if env.os and os_families:
+        checks.append(env.os in os_families)
+    for tag in declared:
+        constraint = parse_constraint(tag)
+        if constraint is not None:
+            name, spec = constraint
+            allowed = spec.allows(env.runtimes.get(name)) if name in env.runtimes else None
+            if allowed is not None:
+                checks.append(allowed)
+            continue
+        parsed = parse_env(tag)
+        if parsed.pkg_manager and env.pkg_manager and not parsed.os and not parsed.runtimes:
+            checks.append(parsed.pkg_manager == env.pkg_manager)
+        elif parsed.labels and not parsed.os and set(parsed.labels) & set(env.labels):
+            checks.append(True)
+    return round(sum(checks) / len(checks), 3) if checks else None
+
+
 def _select_solutions(
     document: dict[str, Any], revisions: dict[str, int], request: ReadRequest
 ) -> list[dict[str, Any]]:
-    node_environment = document["signature"].get("environment", [])
-    solutions = []
-    for solution in document["content"]["solutions"]:
-        scope = solution_scope(solution.get("env", []), node_environment)
-        solutions.append(({**solution, "revision": revisions.get(solution["id"], 1), "answer_state": "draft"}, scope))
+    solutions = scoped_solutions(document, revisions)
     if request.solution is not None:
         chosen = [s for s, _ in solutions if s["id"] == request.solution]
         if not chosen:
@@ -91,10 +139,8 @@ def _select_solutions(
         return chosen
     if request.env is None:
         return [s for s, _ in solutions]
-    env = request.env
-    matching = [(match_rank(scope, env), s) for s, scope in solutions if scope_matches(scope, env)]
-    matching.sort(key=lambda item: item[0], reverse=True)
-    return [matching[0][1]] if matching else []
+    chosen = best_for_env(solutions, request.env)
+    return [chosen] if chosen else []
 
 
 def article_view(
@@ -222,6 +268,32 @@ def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     return body
 
 
+# What a bounded search drops first, from every result, before dropping whole results.
+RESULT_CUTS: tuple[str, ...] = ("next", "symptom", "signature", "failed_solutions")
+
+
+def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """Bound a search envelope: trim each result's extras, then drop results from the end."""
+    envelope = copy.deepcopy(envelope)
+    cut: list[str] = []
+    envelope["truncated"] = cut
+    results = envelope.get("results", [])
+    for key in RESULT_CUTS:
+        if _size(envelope) <= max_bytes:
+            return envelope
+        if any(key in result for result in results):
+            for result in results:
+                result.pop(key, None)
+            cut.append(f"results/*/{key}")
+    while len(results) > 1 and _size(envelope) > max_bytes:
+        cut.append(f"results/{results.pop()['id']}")
+    if _size(envelope) > max_bytes:
+        envelope.pop("guidance", None)
+        _shorten_strings(envelope, 160)
+        cut.append("long text shortened to 160 characters")
+    return envelope
+
+
 def _shorten_strings(value: Any, limit: int) -> Any:
     if isinstance(value, dict):
         for key, item in value.items():
@@ -232,3 +304,57 @@ def _shorten_strings(value: Any, limit: int) -> Any:
     elif isinstance(value, str) and len(value) > limit:
         return value[: limit - 1] + "…"
     return value
+
+
+def search_result(
+    *,
+    row_document: dict[str, Any],
+    version: str,
+    status: str,
+    revision: int,
+    solution_revisions: dict[str, int],
+    env: Environment | None,
+    tier: str,
+) -> dict[str, Any]:
+    """One search result: the node's identity, how it matched, and its one best answer."""
+    node_id = row_document["id"]
+    solutions = scoped_solutions(row_document, solution_revisions)
+    has_answer = bool(solutions)
+    if env is None:
+        solution = solutions[0][0] if solutions else None
+        env_match = env_score = None
+    else:
+        solution = best_for_env(solutions, env)
+        env_match = environment_match(row_document, solutions, env)
+        env_score = round(0.5 * (solution is not None) + 0.5 * (0.5 if env_match is None else env_match), 3)
+    stats = stats_placeholder()
+    result: dict[str, Any] = {
+        "id": node_id,
+        "title": row_document["title"],
+        "ecosystem": row_document["ecosystem"],
+        "status": status,
+        "version": version,
+        "revision": revision,
+        "path": f"/v1/nodes/{node_id}",
+        "html_path": f"/nodes/{node_id}",
+        "match": tier,
+        "score": 0.0,  # set by the caller once the order is final
+        "env_match": env_match,
+        "env_score": env_score,
+        "signature": {"error": row_document["signature"]["error"], "template": row_document["signature"].get("template")},
+        "symptom": row_document["content"]["symptom"],
+        "solution": solution,
+        "has_answer": has_answer,
+        "no_known_working_solution": has_answer and solution is None,
+        "failed_solutions": [],
+        "answer_state": "draft",
+        "sample_size": stats["sample_size"],
+        "low_confidence": stats["low_confidence"],
+        "last_verified": stats["last_verified"],
+        "stale": stats["stale"],
+        "tokens_estimate": len(json.dumps(row_document, ensure_ascii=False)) // 4,
+        "trust": "untrusted-data",
+    }
+    if solution is None:
+        result["next"] = next_steps.unanswered(node_id, revision, env.to_dict() if env else None, has_answer=has_answer)
+    return result

@@ -1,86 +1,234 @@
-"""Full-text search over the node index: what is indexed, and safe FTS5 queries.
+"""Search: what is indexed for a node, and how a query finds and ranks nodes.
 
-Node text and queries are untrusted. A MATCH expression is only ever built here, from an
-allowlist of token characters with every term double-quoted, so no input can reach FTS5
-syntax (operators, column filters, unbalanced quotes).
+Ranking is in tiers, strongest first; each result names the tier that found it:
+
+- `signature`: a normalized form of the query (whole, or one of its decisive lines) hashes
+  equal to a node's error, template or alias;
+- `all_terms`: every term of the query's normalized decisive line occurs (FTS5 AND);
+- `most_terms`: natural language: stopwords dropped, stemmed, at least half of the terms occur;
+- `fuzzy`: rapidfuzz similarity of the query's normalized line to a node's template or
+  title, above `FUZZY_THRESHOLD` (never scored above 0.45: a hint, not an answer).
+
+Within a tier, BM25 (title and signature weighted above article text) and similarity
+order the results. Node text and queries are untrusted: MATCH expressions are only built
+by `all_of` / `any_of`, from `analysis` terms (letters and digits only), each double-quoted.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from rapidfuzz import fuzz
 
-from .store import NodeRow, Store
+from .analysis import decisive_lines, index_terms, query_terms, signature_keys
+from .normalize import normalize_signature, quoted_values
+from .store import SearchRow, Store
 
-# Unicode letters and digits: the characters FTS5's unicode61 tokenizer keeps in a token.
-_TERM = re.compile(r"[^\W_]+", re.UNICODE)
-MAX_TERMS = 24
-MAX_TERM_LENGTH = 64
+SEARCH_INDEX_VERSION = 1
+MAX_QUERY_CHARS = 10_000
+MAX_AND_TERMS = 24
+MAX_OR_TERMS = 12
+CANDIDATES = 60
+FUZZY_THRESHOLD = 72.0
+COMMON_TERM_SHARE = 0.2  # a term in more than this share of nodes does not retrieve on its own
+
+TIERS = ("signature", "all_terms", "most_terms", "fuzzy")
+# Each tier's score band; tiers never overlap, so the score order is the tier order.
+BANDS = {"signature": (0.9, 1.0), "all_terms": (0.72, 0.88), "most_terms": (0.3, 0.72), "fuzzy": (0.05, 0.3)}
 
 
-def index_text(document: dict[str, Any]) -> tuple[str, str]:
-    """The (signature, article) columns of a document's index row."""
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def index_row(document: dict[str, Any]) -> SearchRow:
+    """The search-index rows of one document."""
     signature = document["signature"]
     content = document["content"]
-    signature_text = "\n".join([signature["error"], signature.get("template") or "", *signature.get("aliases", [])])
+    hashes: set[tuple[str, str]] = set()
+    for text, source in [(signature["error"], "error"), (signature.get("template") or "", "template"),
+                         *((alias, "alias") for alias in signature.get("aliases", []))]:
+        hashes.update((digest(key), source) for key in signature_keys(text) if text)
     parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", [])]
     for solution in content["solutions"]:
-        parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution["fix"],
-                  solution["verify"]["command"]]
+        parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution.get("env", []),
+                  *solution["fix"], solution["verify"]["command"]]
         notes = solution.get("notes")
         parts += notes if isinstance(notes, list) else [notes or ""]
-    return signature_text, "\n".join(part for part in parts if part)
+    error_lines = decisive_lines(signature["error"]) or [signature["error"]]
+    return SearchRow(
+        title=index_terms(document["title"]),
+        signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
+                                         *signature.get("environment", [])])),
+        article=index_terms("\n".join(part for part in parts if part)),
+        template=normalize_signature(error_lines[0]),
+        signature_hashes=tuple(sorted(hashes)),
+    )
 
 
-def terms(text: str) -> list[str]:
-    """Distinct lowercase terms of `text`, in order, capped in number and length."""
-    seen: dict[str, None] = {}
-    for match in _TERM.finditer(text.lower()):
-        term = match.group(0)[:MAX_TERM_LENGTH]
-        if term not in seen:
-            seen[term] = None
-            if len(seen) == MAX_TERMS:
-                break
-    return list(seen)
-
-
-def quote_term(term: str) -> str:
+def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def any_of(words: list[str]) -> str | None:
-    """A MATCH expression true when any term occurs; None when there is nothing to match."""
-    return " OR ".join(quote_term(w) for w in words) or None
+def all_of(terms: list[str]) -> str | None:
+    return " AND ".join(map(quote, terms)) or None
 
 
-async def similar_nodes(
-    store: Store, document: dict[str, Any], *, limit: int = 3, threshold: float = 60.0
-) -> list[dict[str, Any]]:
+def any_of(terms: list[str]) -> str | None:
+    return " OR ".join(map(quote, terms)) or None
+
+
+@dataclass
+class Hit:
+    pk: int
+    tier: str
+    relevance: float  # 0..1 inside the tier's band
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        low, high = BANDS[self.tier]
+        return low + (high - low) * max(0.0, min(1.0, self.relevance))
+
+
+@dataclass
+class QueryPlan:
+    """What a raw query is searched as."""
+
+    text: str
+    lines: list[str]  # decisive lines, strongest first
+    main: str  # normalized strongest line
+    signature_hashes: list[str]
+    and_terms: list[str]
+    words: list[str]  # natural-language terms: stopwords dropped, stemmed
+    quoted: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> QueryPlan:
+        text = text[:MAX_QUERY_CHARS]
+        lines = decisive_lines(text) or [text.strip()]
+        main = normalize_signature(lines[0])
+        words_source = text if len(lines) == 1 and "\n" not in text.strip() else "\n".join(lines)
+        return cls(
+            text=text,
+            lines=lines,
+            main=main,
+            signature_hashes=sorted({digest(key) for key in signature_keys(text)}),
+            and_terms=query_terms(main, drop_stopwords=False, limit=MAX_AND_TERMS),
+            words=query_terms(words_source, drop_stopwords=True, limit=MAX_OR_TERMS * 2),
+            quoted=quoted_values(lines[0]),
+        )
+
+
+def _similarity(plan: QueryPlan, template: str, title_keys: str) -> float:
+    """0..1: how alike the query's normalized line is to a node's template or title."""
+    best = fuzz.token_set_ratio(plan.main, template)
+    if plan.words:
+        best = max(best, fuzz.token_set_ratio(" ".join(plan.words), title_keys))
+    return best / 100.0
+
+
+def _value_fit(plan: QueryPlan, quoted: list[str], title_keys: str) -> float:
+    """1 when the quoted values match; 0 when the node is about another value; 0.5 otherwise.
+
+    `No module named 'distutils'` is a different problem from `No module named 'flask'`
+    when the node's title names distutils; a node whose title names no value is generic.
+    """
+    if quoted == plan.quoted:
+        return 1.0
+    title_words = set(title_keys.split())
+    specific = any(set(index_terms(value).split()) & title_words for value in quoted if value.strip())
+    return 0.0 if specific else 0.5
+
+
+def _bm25_share(rank: float, best: float) -> float:
+    """bm25 values are negative, lower is better: the share of the best one (1.0 = best)."""
+    return rank / best if best < 0 else 1.0
+
+
+async def find(store: Store, plan: QueryPlan) -> list[Hit]:
+    """Every hit of every tier, best tier per node, best first."""
+    hits: dict[int, Hit] = {}
+
+    signature_pks = await store.pks_with_signature(plan.signature_hashes)
+    and_match = all_of(plan.and_terms)
+    and_ranked = await store.search_index(and_match, CANDIDATES) if and_match else []
+
+    frequencies = await store.document_frequencies(plan.words) if plan.words else {}
+    total = max(await store.indexed_node_count(), 1)
+    present = [w for w in plan.words if w in frequencies]
+    retrieving = [w for w in present if frequencies[w] <= COMMON_TERM_SHARE * total] or present
+    retrieving = sorted(retrieving, key=lambda w: frequencies[w])[:MAX_OR_TERMS]
+    or_match = any_of(retrieving)
+    or_ranked = await store.search_index(or_match, CANDIDATES) if or_match else []
+
+    pks = list(dict.fromkeys([*signature_pks, *(pk for pk, _ in and_ranked), *(pk for pk, _ in or_ranked)]))
+    rows = await store.index_rows(pks)
+
+    for pk in signature_pks:
+        if pk in rows:
+            title, _, _, template, _, quoted = rows[pk]
+            hits[pk] = Hit(pk, "signature", 0.6 * _value_fit(plan, quoted, title) + 0.4 * _similarity(plan, template, title))
+
+    best_and = and_ranked[0][1] if and_ranked else 0.0
+    for pk, rank in and_ranked:
+        if pk not in hits and pk in rows:
+            title, _, _, template, _, _ = rows[pk]
+            hits[pk] = Hit(pk, "all_terms", 0.5 * _bm25_share(rank, best_and) + 0.5 * _similarity(plan, template, title))
+
+    if plan.words:
+        weights = {w: math.log(1 + total / frequencies.get(w, 0.5)) for w in plan.words}
+        best_or = or_ranked[0][1] if or_ranked else 0.0
+        for pk, rank in or_ranked:
+            if pk in hits or pk not in rows:
+                continue
+            title, signature, article, template, _, _ = rows[pk]
+            heading = f" {title} {signature} "
+            body = f" {article} "
+            # A term in the title or signature says more about the node than one in its prose.
+            found = {w: 1.0 if f" {w} " in heading else 0.6 for w in plan.words if f" {w} " in heading or f" {w} " in body}
+            matched = list(found)
+            similarity = _similarity(plan, template, title)
+            if 2 * len(matched) >= len(plan.words):
+                coverage = sum(weights[w] * found[w] for w in matched) / sum(weights.values())
+                hits[pk] = Hit(pk, "most_terms", 0.7 * coverage + 0.15 * _bm25_share(rank, best_or) + 0.15 * similarity,
+                               {"matched_terms": len(matched), "terms": len(plan.words)})
+            elif similarity * 100 >= FUZZY_THRESHOLD:
+                hits[pk] = Hit(pk, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
+
+    return sorted(hits.values(), key=lambda h: (TIERS.index(h.tier), -h.relevance, h.pk))
+
+
+async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 3, threshold: float = 60.0) -> list[dict[str, Any]]:
     """Up to `limit` textually close nodes, advisory only.
 
-    Candidates come from the index, then rapidfuzz ranks them on title and error text.
-    Nodes of the same ecosystem always come first, so a weak match in another ecosystem is
-    never listed first.
+    Candidates come from the index, then rapidfuzz ranks them on template and title. Nodes
+    of the same ecosystem always come first, so a weak match in another ecosystem is never
+    listed first.
     """
-    probe = f"{document['title']} {document['signature']['error']}"
-    match = any_of(terms(probe))
+    plan = QueryPlan.of(document["signature"]["error"])
+    words = query_terms(f"{document['title']}\n{document['signature']['error']}", drop_stopwords=True)
+    match = any_of(words[:MAX_OR_TERMS])
     if match is None:
         return []
-    hits = await store.search_index(match, 30)
-    rows = await store.get_nodes_by_pk([pk for pk, _ in hits])
-    scored: list[tuple[bool, float, NodeRow]] = []
-    for row in rows:
-        if row.id == document["id"]:
-            continue
-        other = f"{row.title} {row.document['signature']['error']}"
-        score = fuzz.token_set_ratio(probe.lower(), other.lower())
+    ranked = await store.search_index(match, 30)
+    rows = await store.index_rows([pk for pk, _ in ranked])
+    title_keys = index_terms(document["title"])
+    scored = []
+    for pk, (title, _, _, template, ecosystem, _) in rows.items():
+        score = max(fuzz.token_set_ratio(plan.main, template), fuzz.token_set_ratio(title_keys, title))
         if score >= threshold:
-            scored.append((row.ecosystem == document["ecosystem"], score, row))
-    scored.sort(key=lambda item: (not item[0], -item[1], item[2].id))
-    return [
-        {"id": row.id, "title": row.title, "ecosystem": row.ecosystem, "score": round(score / 100, 3),
-         "path": f"/v1/nodes/{row.id}", "html_path": f"/nodes/{row.id}"}
-        for _, score, row in scored[:limit]
-    ]
+            scored.append((ecosystem != document["ecosystem"], -score, pk))
+    scored.sort()
+    by_pk = {row.pk: row for row in await store.get_nodes_by_pk([pk for _, _, pk in scored[: limit + 1]])}
+    similar = []
+    for _, negative, pk in scored:
+        row = by_pk.get(pk)
+        if row is None or row.id == document["id"]:
+            continue
+        similar.append({"id": row.id, "title": row.title, "ecosystem": row.ecosystem, "score": round(-negative / 100, 3),
+                        "path": f"/v1/nodes/{row.id}", "html_path": f"/nodes/{row.id}"})
+    return similar[:limit]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import next_steps
-from .environment import describe_scope, parse_env, scopes_overlap, solution_scope
+from .environment import Environment, describe_scope, parse_env, scopes_overlap, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
 from .markdown import render_article
 from .model import (
@@ -31,12 +31,35 @@ from .model import (
     validate_node,
 )
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, quoted_values, signature_hash
-from .reading import INCLUDES, LIST_FIELDS, FIELD_SECTIONS, ReadRequest, article_view, list_entry, parse_list
-from .search import index_text, similar_nodes
+from .reading import (
+    FIELD_SECTIONS,
+    INCLUDES,
+    LIST_FIELDS,
+    ReadRequest,
+    article_view,
+    list_entry,
+    parse_list,
+    search_result,
+)
+from .search import SEARCH_INDEX_VERSION, TIERS, QueryPlan, find, index_row, similar_nodes
 from .store import NewNode, Store, store_dir
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
+DEFAULT_SEARCH_LIMIT = 5
+MAX_SEARCH_LIMIT = 20
+# Words in a query or environment that name an ecosystem, for the guidance of an empty search.
+ECOSYSTEM_HINTS = (
+    ("python", ("traceback", "python", "pip", "modulenotfounderror", "importerror", "venv", "pytest")),
+    ("rust", ("cargo", "rustc", "error[e", "borrow")),
+    ("go", ("go:", "goroutine", "go.mod", "golang", "go build")),
+    ("typescript", ("tsc", "error ts", "typescript")),
+    ("node", ("npm", "node", "yarn", "pnpm", "require(", "err_")),
+    ("postgres", ("psql", "postgres", "relation", "pg_")),
+    ("docker", ("docker", "container", "dockerfile")),
+    ("git", ("git ", "fatal:", "git@")),
+    ("shell", ("bash", "zsh", "/bin/sh", "command not found")),
+)
 IMPORT_BATCH = 1000
 
 
@@ -134,7 +157,6 @@ class Prepared:
 
     def new_node(self, *, kind: str, agent: dict[str, Any] | None, summary: str) -> NewNode:
         solutions = self.body["content"]["solutions"]
-        search_signature, search_article = index_text(self.body)
         return NewNode(
             id=self.document.id,
             ecosystem=self.document.ecosystem,
@@ -147,8 +169,7 @@ class Prepared:
             has_answer=bool(solutions),
             signature_hash=self.signature_hash,
             quoted_values=self.quoted_values,
-            search_signature=search_signature,
-            search_article=search_article,
+            index=index_row(self.body),
             revision_id="rev_" + secrets.token_hex(12),
             kind=kind,
             agent_id=(agent or {}).get("id"),
@@ -213,7 +234,7 @@ class Service:
         store = await Store.open(db_path)
         service = cls(store)
         try:
-            await service._rehash_if_normalizer_changed()
+            await service._reindex_if_analysis_changed()
             if store.created and seed:
                 documents = load_documents([store_dir() / "starter"])
                 await service.import_documents(documents, kind="import", summary="Starter corpus")
@@ -225,13 +246,18 @@ class Service:
     async def close(self) -> None:
         await self.store.close()
 
-    async def _rehash_if_normalizer_changed(self) -> None:
-        if await self.store.get_meta("normalizer_version") == str(NORMALIZER_VERSION):
+    async def _reindex_if_analysis_changed(self) -> None:
+        """Signature hashes and the search index are derived: rebuild them when their code changed."""
+        normalizer = await self.store.get_meta("normalizer_version")
+        index = await self.store.get_meta("search_index_version")
+        if normalizer == str(NORMALIZER_VERSION) and index == str(SEARCH_INDEX_VERSION):
             return
-        errors = await self.store.signature_errors()
+        documents = [(document["id"], document) async for document, _, _ in self.store.iter_current_documents()]
         async with self.store.write() as tx:
-            await tx.set_signature_hashes((signature_hash(error), node_id) for node_id, error in errors)
+            await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
+            await tx.write_search_rows([(node_id, index_row(d)) for node_id, d in documents])
             await tx.set_meta("normalizer_version", str(NORMALIZER_VERSION))
+            await tx.set_meta("search_index_version", str(SEARCH_INDEX_VERSION))
 
     async def local_agent_id(self) -> str:
         """KNOWMESH_AGENT_ID, else an id made once per database (stable across restarts)."""
@@ -385,6 +411,65 @@ class Service:
             "next_cursor": next_cursor,
         }
 
+    # -- search ------------------------------------------------------------------------
+
+    async def search(
+        self,
+        q: str | None,
+        *,
+        env: str | None = None,
+        ecosystem: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """GET /v1/search: the nodes for a raw error or a description, best first, one answer each."""
+        if q is None or not q.strip():
+            raise bad_parameter("q", "q is required: pass the raw error text or a short description", code="missing_query")
+        if limit is None:
+            limit = DEFAULT_SEARCH_LIMIT
+        if limit < 1:
+            raise bad_parameter("limit", "limit must be a positive integer")
+        limit = min(limit, MAX_SEARCH_LIMIT)
+        machine = parse_env(env) if env and env.strip() else None
+        wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
+        plan = QueryPlan.of(q)
+        hits = await find(self.store, plan)
+        # Candidates beyond the page are read too: the ecosystem and environment can reorder them.
+        rows = {row.pk: row for row in await self.store.get_nodes_by_pk([h.pk for h in hits[: max(3 * limit, 15)]])}
+        ranked = []
+        for hit in hits:
+            row = rows.get(hit.pk)
+            if row is None:
+                continue
+            result = search_result(
+                row_document=row.document, version=row.version, status=row.status, revision=row.revision,
+                solution_revisions=row.solution_revisions, env=machine, tier=hit.tier,
+            )
+            score = hit.score
+            if result["env_score"] is not None:  # a small nudge inside the tier, never across tiers
+                score -= 0.04 * (1 - result["env_score"])
+            mismatch = wanted is not None and row.ecosystem != wanted
+            ranked.append((mismatch, TIERS.index(hit.tier), -score, row.id, result))
+        ranked.sort(key=lambda item: item[:4])
+        results = []
+        ceiling = 1.0
+        for _, _, negative, _, result in ranked[:limit]:
+            ceiling = min(ceiling, -negative)  # scores never increase down the list
+            result["score"] = round(max(ceiling, 0.0), 4)
+            results.append(result)
+        envelope: dict[str, Any] = {
+            "query": plan.text,
+            "env": machine.to_dict() if machine else None,
+            "ecosystem": wanted,
+            "limit": limit,
+            "results": results,
+            "trust": "untrusted-data",
+        }
+        if not results:
+            envelope["guidance"] = next_steps.publish_problem(
+                plan.text, plan.lines, wanted or _guess_ecosystem(plan.text, machine), machine.to_dict() if machine else None
+            )
+        return envelope
+
     # -- import / export ---------------------------------------------------------------
 
     async def import_documents(
@@ -472,6 +557,17 @@ class Service:
         """Every current document with its status and version, in id order (what import reads back)."""
         async for document, status, version in self.store.iter_current_documents():
             yield {**document, "status": status, "version": version}
+
+
+def _guess_ecosystem(query: str, env: Environment | None) -> str:
+    lowered = query.lower()
+    for ecosystem, hints in ECOSYSTEM_HINTS:
+        if any(hint in lowered for hint in hints):
+            return ecosystem
+    if env is not None:
+        for runtime in env.runtimes:
+            return canonical_ecosystem(runtime)
+    return "general"
 
 
 def _raw_id(raw: Any) -> str | None:

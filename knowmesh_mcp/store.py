@@ -95,6 +95,17 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
 
 
 @dataclass(frozen=True)
+class SearchRow:
+    """A node's rows in the search index (node_search, node_signatures, node_index)."""
+
+    title: str
+    signature: str
+    article: str
+    template: str
+    signature_hashes: tuple[tuple[str, str], ...]  # (hash, source)
+
+
+@dataclass(frozen=True)
 class NewNode:
     """Everything one node insert writes, prepared by the caller outside the transaction."""
 
@@ -109,8 +120,7 @@ class NewNode:
     has_answer: bool
     signature_hash: str
     quoted_values: list[str]
-    search_signature: str
-    search_article: str
+    index: SearchRow
     revision_id: str
     kind: str
     agent_id: str | None
@@ -199,11 +209,35 @@ class Writer:
             [(n.id, sid, n.solution_revisions[sid], digest, now)
              for n in nodes for sid, digest in n.solution_hashes.items()],
         )
+        await self.write_search_rows([(n.id, n.index) for n in nodes])
+
+    async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]]) -> None:
+        """(Re)write the index rows of existing nodes."""
+        if not rows:
+            return
+        pks = await self._pks([node_id for node_id, _ in rows])
+        for table, column in (("node_search", "rowid"), ("node_signatures", "node_pk"), ("node_index", "node_pk")):
+            await self.connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows])
         await self.connection.executemany(
-            """INSERT INTO node_search (rowid, title, signature, article)
-               SELECT pk, ?, ?, ? FROM nodes WHERE id = ?""",
-            [(n.title, n.search_signature, n.search_article, n.id) for n in nodes],
+            "INSERT INTO node_search (rowid, title, signature, article) VALUES (?, ?, ?, ?)",
+            [(pks[i], r.title, r.signature, r.article) for i, r in rows],
         )
+        await self.connection.executemany(
+            "INSERT OR IGNORE INTO node_signatures (hash, node_pk, source) VALUES (?, ?, ?)",
+            [(digest, pks[i], source) for i, r in rows for digest, source in r.signature_hashes],
+        )
+        await self.connection.executemany(
+            "INSERT INTO node_index (node_pk, template) VALUES (?, ?)", [(pks[i], r.template) for i, r in rows]
+        )
+
+    async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            async with self.connection.execute(f"SELECT id, pk FROM nodes WHERE id IN ({marks})", chunk) as cursor:
+                found.update((row[0], row[1]) for row in await cursor.fetchall())
+        return found
 
     async def set_meta(self, key: str, value: str) -> None:
         await self.connection.execute(
@@ -349,6 +383,45 @@ class Store:
                JOIN node_versions v ON v.version = n.current_version"""
         )
         return [(row[0], row[1]) for row in rows]
+
+    # -- search ------------------------------------------------------------------------
+
+    async def pks_with_signature(self, hashes: Sequence[str]) -> dict[int, set[str]]:
+        """{node pk: sources} of the nodes matched exactly under any of `hashes`."""
+        if not hashes:
+            return {}
+        marks = ",".join("?" * len(hashes))
+        found: dict[int, set[str]] = {}
+        for pk, source in await self._fetchall(
+            f"SELECT node_pk, source FROM node_signatures WHERE hash IN ({marks})", list(hashes)
+        ):
+            found.setdefault(pk, set()).add(source)
+        return found
+
+    async def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many nodes contain each term (absent terms are left out)."""
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        rows = await self._fetchall(f"SELECT term, doc FROM search_terms WHERE term IN ({marks})", list(terms))
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def indexed_node_count(self) -> int:
+        rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
+        return int(rows[0][0])
+
+    async def index_rows(self, pks: Sequence[int]) -> dict[int, tuple[str, str, str, str, str, list[str]]]:
+        """{pk: (title keys, signature keys, article keys, template, ecosystem, quoted values)}."""
+        if not pks:
+            return {}
+        marks = ",".join("?" * len(pks))
+        rows = await self._fetchall(
+            f"""SELECT s.rowid, s.title, s.signature, s.article, i.template, n.ecosystem, n.quoted_values
+                FROM node_search s JOIN node_index i ON i.node_pk = s.rowid JOIN nodes n ON n.pk = s.rowid
+                WHERE s.rowid IN ({marks})""",
+            list(pks),
+        )
+        return {row[0]: (row[1], row[2], row[3], row[4], row[5], json.loads(row[6])) for row in rows}
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")

@@ -88,9 +88,25 @@ CREATE TABLE solution_revisions (
     UNIQUE (node_id, solution_id, behavior_hash)
 );
 
+CREATE TABLE node_signatures (
+    hash    TEXT NOT NULL,
+    node_pk INTEGER NOT NULL REFERENCES nodes (pk),
+    source  TEXT NOT NULL CHECK (source IN ('error', 'template', 'alias')),
+    PRIMARY KEY (hash, node_pk, source)
+) WITHOUT ROWID;
+
+CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
+
+CREATE TABLE node_index (
+    node_pk  INTEGER PRIMARY KEY REFERENCES nodes (pk),
+    template TEXT NOT NULL
+);
+
 CREATE VIRTUAL TABLE node_search USING fts5 (
     title,
     signature,
     article,
     tokenize = 'unicode61 remove_diacritics 2'
 );
+
+CREATE VIRTUAL TABLE search_terms USING fts5vocab (node_search, 'row');

@@ -1,0 +1,31 @@
+-- 0002: the search index proper.
+-- node_signatures: every normalized form a node is matched under exactly (its error, its
+--   template, each alias, and the decisive lines of multi-line ones), hashed.
+-- node_index: the normalized decisive line of the error, for fuzzy re-ranking.
+-- node_search is rebuilt to hold term keys (stemmed, synonym-folded by knowmesh_mcp.analysis)
+--   instead of raw text, so queries and documents are analysed by one function. The rows are
+--   derived data: the service rebuilds them on open when search_index_version differs.
+
+CREATE TABLE node_signatures (
+    hash    TEXT NOT NULL,
+    node_pk INTEGER NOT NULL REFERENCES nodes (pk),
+    source  TEXT NOT NULL CHECK (source IN ('error', 'template', 'alias')),
+    PRIMARY KEY (hash, node_pk, source)
+) WITHOUT ROWID;
+CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
+
+CREATE TABLE node_index (
+    node_pk  INTEGER PRIMARY KEY REFERENCES nodes (pk),
+    template TEXT NOT NULL
+);
+
+DROP TABLE node_search;
+CREATE VIRTUAL TABLE node_search USING fts5 (
+    title,
+    signature,
+    article,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE search_terms USING fts5vocab (node_search, 'row');
+
+INSERT INTO meta (key, value) VALUES ('search_index_version', '0');
