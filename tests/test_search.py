@@ -1,0 +1,253 @@
+"""Search through the service, the HTTP route, the MCP tool and the CLI, over the starter corpus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from knowmesh_mcp.errors import KnowmeshError
+from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.mcp_server import build_mcp_server
+from knowmesh_mcp.search import MAX_QUERY_CHARS
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+SEED_CACHE: dict[str, bytes] = {}
+
+
+@pytest.fixture
+async def corpus(tmp_path) -> AsyncIterator[Service]:
+    """A database seeded with the starter corpus (built once, copied per test)."""
+    path = tmp_path / "corpus.db"
+    if "db" not in SEED_CACHE:
+        service = await Service.open(path)
+        await service.close()
+        SEED_CACHE["db"] = path.read_bytes()
+    else:
+        path.write_bytes(SEED_CACHE["db"])
+    service = await Service.open(path)
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
+def ids(envelope: dict) -> list[str]:
+    return [result["id"] for result in envelope["results"]]
+
+
+async def test_the_spec_example_finds_the_macos_sed_node(corpus: Service):
+    envelope = await corpus.search("sed in place edit fails on mac")
+    assert ids(envelope)[0] == "shell/sed-in-place-bsd-vs-gnu"
+    assert envelope["results"][0]["match"] == "most_terms"
+
+
+async def test_raw_error_with_other_values_is_a_signature_match(corpus: Service):
+    envelope = await corpus.search("Error: listen EADDRINUSE: address already in use 127.0.0.1:5173", env="macos-14")
+    top = envelope["results"][0]
+    assert (top["id"], top["match"]) == ("node/eaddrinuse", "signature")
+    assert top["solution"]["env"] == ["macos"]
+    assert top["score"] >= 0.9
+
+
+async def test_a_traceback_finds_the_node_of_its_last_line(corpus: Service):
+    traceback = """Traceback (most recent call last):
+  File "C:\\Users\\ana\\proj\\app.py", line 41, in <module>
+    from setup_helpers import build
+  File "C:\\Users\\ana\\proj\\setup_helpers.py", line 3, in <module>
+    from distutils.core import setup
+ModuleNotFoundError: No module named 'distutils'"""
+    envelope = await corpus.search(traceback, env="windows-11,python-3.12")
+    assert ids(envelope)[0] == "python/distutils-removed-312"
+    assert envelope["results"][0]["match"] == "signature"
+
+
+async def test_compiler_output_finds_its_error_line(corpus: Service):
+    output = """   Compiling demo v0.1.0 (/home/u/demo)
+error[E0382]: borrow of moved value: `names`
+ --> src/main.rs:9:22
+  |
+7 |     let moved = names;
+  |                 ----- value moved here
+9 |     println!("{:?}", names);
+  |                      ^^^^^ value borrowed here after move
+  |
+help: consider cloning the value if the performance cost is acceptable
+error: could not compile `demo` (bin "demo") due to 1 previous error"""
+    assert ids(await corpus.search(output))[0] == "rust/e0382-borrow-of-moved-value"
+
+
+async def test_confusable_errors_are_told_apart_by_their_values(corpus: Service):
+    generic = await corpus.search("ModuleNotFoundError: No module named 'flask'")
+    specific = await corpus.search("ModuleNotFoundError: No module named 'distutils'")
+    assert ids(generic)[0] == "python/module-not-found-venv"
+    assert ids(specific)[0] == "python/distutils-removed-312"
+
+
+async def test_synonyms_apply_to_natural_language(corpus: Service):
+    for phrase in ("sed -i fails on osx", "sed -i error on darwin"):
+        assert ids(await corpus.search(phrase))[0] == "shell/sed-in-place-bsd-vs-gnu", phrase
+
+
+async def test_env_picks_the_one_answer_per_result(corpus: Service):
+    mac = (await corpus.search("sed -i invalid command code", env="macos-15"))["results"][0]
+    linux = (await corpus.search("sed -i invalid command code", env="ubuntu-24.04"))["results"][0]
+    assert mac["id"] == linux["id"] == "shell/sed-in-place-bsd-vs-gnu"
+    assert "macos" in mac["solution"]["env"] and "linux" in linux["solution"]["env"]
+    assert mac["env_match"] == 1.0 and mac["env_score"] == 1.0
+    none = (await corpus.search("sed -i invalid command code"))["results"][0]
+    assert none["env_match"] is None and none["env_score"] is None
+
+
+async def test_no_slot_for_the_env_says_so(corpus: Service):
+    envelope = await corpus.search("sed: 1: \"file.txt\": invalid command code f", env="freebsd-14")
+    top = envelope["results"][0]
+    if top["solution"] is None:
+        assert top["no_known_working_solution"] is True and top["has_answer"] is True
+        assert top["next"]["patch_article"]["tool"] == "patch_article"
+
+
+async def test_open_problems_are_findable_and_carry_next(corpus: Service):
+    envelope = await corpus.search("jest did not exit one second after the test run has completed")
+    top = envelope["results"][0]
+    assert top["id"] == "node/jest-worker-failed-to-exit"
+    assert top["has_answer"] is False and top["solution"] is None
+    assert top["next"]["report_failed_attempt"]["tool"] == "report_failed_attempt"
+
+
+async def test_ecosystem_ranks_but_never_filters(corpus: Service):
+    plain = await corpus.search("permission denied")
+    docker_first = await corpus.search("permission denied", ecosystem="Docker")
+    assert docker_first["ecosystem"] == "docker"
+    assert docker_first["results"][0]["ecosystem"] == "docker"
+    assert any(r["ecosystem"] != "docker" for r in docker_first["results"]) or len(plain["results"]) == len(docker_first["results"])
+    folded = await corpus.search("cannot connect", ecosystem="pg")
+    assert folded["ecosystem"] == "postgres"
+
+
+async def test_envelope_fields_and_monotonic_scores(corpus: Service):
+    envelope = await corpus.search("permission denied", limit=50)
+    assert envelope["limit"] == 20  # clamped, not refused
+    scores = [r["score"] for r in envelope["results"]]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    for result in envelope["results"]:
+        for key in ("match", "score", "env_match", "env_score", "sample_size", "low_confidence", "last_verified",
+                    "stale", "tokens_estimate", "has_answer", "no_known_working_solution", "failed_solutions",
+                    "answer_state", "solution", "path", "version"):
+            assert key in result, key
+        assert result["match"] in {"signature", "all_terms", "most_terms", "fuzzy"}
+        assert result["tokens_estimate"] > 0
+
+
+async def test_no_match_carries_guidance_with_a_ready_body(corpus: Service):
+    envelope = await corpus.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled", env="linux,java-21")
+    assert envelope["results"] == []
+    guidance = envelope["guidance"]
+    assert guidance["reason"] == "no_match"
+    body = guidance["create_node"]["body"]
+    assert body["content"]["solutions"] == [] and guidance["create_node"]["tool"] == "create_node"
+    created = await corpus.create_node(body)  # the ready body is valid as it is
+    assert created["status"] == "draft"
+    assert ids(await corpus.search("JobCancellationException: Job was cancelled"))[0] == created["id"]
+
+
+@pytest.mark.parametrize("q", [None, "", "   \n\t "])
+async def test_missing_query_is_400(corpus: Service, q):
+    with pytest.raises(KnowmeshError) as caught:
+        await corpus.search(q)
+    assert (caught.value.status, caught.value.code) == (400, "missing_query")
+
+
+async def test_limit_zero_is_400(corpus: Service):
+    with pytest.raises(KnowmeshError) as caught:
+        await corpus.search("x", limit=0)
+    assert caught.value.status == 400
+
+
+HOSTILE = [
+    'title:x', 'status: done', 'a AND', 'OR', 'NOT dogs', 'NEAR(a b)', 'cats NOT dogs', '"unterminated', "don't",
+    "a'b", 'multi-agent', 'grammar::fa', 'ubuntu 20.04', 'health.base', 'Downloads/transcripts', '@nasa #tag a=b 50% why?',
+    '[br] {x} (y) ^z *', '=', '\\', 'skill-audit, x', '\x00\x01\x1b[31m', '💥🔥 ModuleNotFoundError 💥', '"' * 40,
+    'x' * MAX_QUERY_CHARS * 2, ('error: ' + 'a b c ' * 3000),
+]
+
+
+@pytest.mark.parametrize("q", HOSTILE, ids=range(len(HOSTILE)))
+async def test_hostile_queries_never_break_fts(corpus: Service, q):
+    envelope = await corpus.search(q)
+    assert len(envelope["query"]) <= MAX_QUERY_CHARS
+    assert "results" in envelope
+
+
+async def test_hostile_query_that_names_real_terms_still_finds(corpus: Service):
+    # Operators and punctuation must not silently turn a real query into "no results".
+    assert ids(await corpus.search('"EADDRINUSE" AND (address already in use) OR NOT title:*'))[0] == "node/eaddrinuse"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=st.text(min_size=1, max_size=300))
+async def test_any_string_is_a_valid_query(corpus: Service, q):
+    if not q.strip():
+        with pytest.raises(KnowmeshError):
+            await corpus.search(q)
+        return
+    envelope = await corpus.search(q, env=q[:40], ecosystem=q[:10])
+    scores = [r["score"] for r in envelope["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert envelope["results"] or envelope["guidance"]["reason"] == "no_match"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=st.text(max_size=200), limit=st.one_of(st.none(), st.text(max_size=4)))
+async def test_search_route_is_never_a_500(corpus: Service, q, limit):
+    app = build_app(service=corpus, with_mcp=False)
+    params = {"q": q} if limit is None else {"q": q, "limit": limit}
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        response = await client.get("/v1/search", params=params)
+    assert response.status_code in {200, 400}, response.text
+    if response.status_code == 400:
+        assert response.json()["error"]["code"] in {"missing_query", "invalid_parameter"}
+
+
+async def test_http_route(corpus: Service):
+    app = build_app(service=corpus, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        found = await client.get("/v1/search", params={"q": "fatal: detected dubious ownership in repository at '/srv/app'", "limit": 3})
+        missing = await client.get("/v1/search")
+    assert found.status_code == 200 and found.headers["x-knowmesh-content-trust"] == "untrusted-data"
+    assert found.json()["results"][0]["id"] == "git/dubious-ownership"
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_query"
+
+
+async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Service):
+    async with Client(build_mcp_server(lambda: corpus), mode="legacy") as client:
+        full = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 1_000_000})
+        small = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 4096})
+        blank = await client.call_tool("search", {"q": "  "})
+    assert not full.is_error and full.structured_content["truncated"] == []
+    body = small.structured_content
+    assert len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()) <= 4096
+    assert body["truncated"] and body["results"][0]["id"] == full.structured_content["results"][0]["id"]
+    assert blank.is_error and json.loads(blank.content[0].text)["error"]["code"] == "missing_query"
+
+
+def test_cli_search_table_and_json(tmp_path):
+    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "--db", str(tmp_path / "k.db")]
+    table = subprocess.run([*command, "sed in place edit fails on mac", "--env", "macos-15"], capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split()[:3] == ["SCORE", "MATCH", "ID"]
+    assert "shell/sed-in-place-bsd-vs-gnu" in table.stdout.splitlines()[1]
+    as_json = subprocess.run([*command, "-", "--json"], input="Error: Cannot find module 'left-pad'\nRequire stack:\n- /app/index.js",
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(as_json.stdout)["results"][0]["id"] == "node/cannot-find-module"
+    blank = subprocess.run([*command, " "], capture_output=True, text=True, timeout=60)
+    assert blank.returncode == 2 and "missing_query" in blank.stderr
