@@ -97,7 +97,8 @@ _DECISIVE = [
     re.compile(r"^(?:ERROR|FATAL|PANIC):\s"),  # postgres
     re.compile(r"^npm (?:ERR!|error) (?:code|errno|\w+Error)"),
     re.compile(r"^\S+\(\d+,\d+\): error TS\d+:"),  # tsc
-    re.compile(r"^\S+:\d+:\d+: (?:fatal )?error:"),  # gcc, clang, go vet
+    re.compile(r"^\S+:\d+:\d+: (?:fatal )?error:"),  # gcc, clang
+    re.compile(r"^\S+\.\w+:\d+(?::\d+)?: \S"),  # go, eslint, make: file:line[:col]: message
     re.compile(r"\b(?:error|Error|ERROR)\b.*:"),
     re.compile(r"(?:No such file or directory|Permission denied|not found|command not found|refused|denied)"),
 ]

@@ -32,6 +32,7 @@ MAX_QUERY_CHARS = 10_000
 MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
 CANDIDATES = 60
+ALL_TERMS_MIN_COVERAGE = 0.6  # below this share of a template's terms, an AND match is only "most terms"
 FUZZY_THRESHOLD = 72.0
 COMMON_TERM_SHARE = 0.2  # a term in more than this share of nodes does not retrieve on its own
 
@@ -59,12 +60,14 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         notes = solution.get("notes")
         parts += notes if isinstance(notes, list) else [notes or ""]
     error_lines = decisive_lines(signature["error"]) or [signature["error"]]
+    templates = [normalize_signature(error_lines[0])]
+    templates += [normalize_signature(alias) for alias in signature.get("aliases", [])]
     return SearchRow(
         title=index_terms(document["title"]),
         signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
                                          *signature.get("environment", [])])),
         article=index_terms("\n".join(part for part in parts if part)),
-        template=normalize_signature(error_lines[0]),
+        template="\n".join(dict.fromkeys(t for t in templates if t)),
         signature_hashes=tuple(sorted(hashes)),
     )
 
@@ -73,8 +76,12 @@ def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def all_of(terms: list[str]) -> str | None:
-    return " AND ".join(map(quote, terms)) or None
+def all_of(terms: list[str], columns: tuple[str, ...] = ()) -> str | None:
+    """Every term, optionally only in the named columns (our own names, never user text)."""
+    expression = " AND ".join(map(quote, terms))
+    if expression and columns:
+        return "{" + " ".join(columns) + "} : (" + expression + ")"
+    return expression or None
 
 
 def any_of(terms: list[str]) -> str | None:
@@ -123,12 +130,27 @@ class QueryPlan:
         )
 
 
-def _similarity(plan: QueryPlan, template: str, title_keys: str) -> float:
-    """0..1: how alike the query's normalized line is to a node's template or title."""
-    best = fuzz.token_set_ratio(plan.main, template)
+def _similarity(plan: QueryPlan, templates: str, title_keys: str) -> float:
+    """0..1: how alike the query's normalized line is to one of a node's templates, or its title."""
+    best = max((fuzz.token_set_ratio(plan.main, template) for template in templates.split("\n")), default=0.0)
     if plan.words:
         best = max(best, fuzz.token_set_ratio(" ".join(plan.words), title_keys))
     return best / 100.0
+
+
+def _template_coverage(plan: QueryPlan, templates: str) -> float:
+    """0..1: the largest share of one template's terms that the query's decisive line contains.
+
+    An AND match whose node says much more than the query (`fatal: authentication failed`
+    against `FATAL: peer authentication failed for user`) is a partial match, not the error.
+    """
+    query = set(plan.and_terms)
+    best = 0.0
+    for template in templates.split("\n"):
+        terms = set(query_terms(template, drop_stopwords=False))
+        if terms:
+            best = max(best, len(terms & query) / len(terms))
+    return best
 
 
 def _value_fit(plan: QueryPlan, quoted: list[str], title_keys: str) -> float:
@@ -139,6 +161,9 @@ def _value_fit(plan: QueryPlan, quoted: list[str], title_keys: str) -> float:
     """
     if quoted == plan.quoted:
         return 1.0
+    asked = {term for value in plan.quoted for term in index_terms(value).split()}
+    if asked and any(asked & set(index_terms(value).split()) for value in quoted):
+        return 0.9  # `distutils.util` is about `distutils`
     title_words = set(title_keys.split())
     specific = any(set(index_terms(value).split()) & title_words for value in quoted if value.strip())
     return 0.0 if specific else 0.5
@@ -154,7 +179,7 @@ async def find(store: Store, plan: QueryPlan) -> list[Hit]:
     hits: dict[int, Hit] = {}
 
     signature_pks = await store.pks_with_signature(plan.signature_hashes)
-    and_match = all_of(plan.and_terms)
+    and_match = all_of(plan.and_terms, ("title", "signature"))
     and_ranked = await store.search_index(and_match, CANDIDATES) if and_match else []
 
     frequencies = await store.document_frequencies(plan.words) if plan.words else {}
@@ -177,12 +202,15 @@ async def find(store: Store, plan: QueryPlan) -> list[Hit]:
     for pk, rank in and_ranked:
         if pk not in hits and pk in rows:
             title, _, _, template, _, _ = rows[pk]
-            hits[pk] = Hit(pk, "all_terms", 0.5 * _bm25_share(rank, best_and) + 0.5 * _similarity(plan, template, title))
+            covered = _template_coverage(plan, template)
+            if covered >= ALL_TERMS_MIN_COVERAGE:
+                hits[pk] = Hit(pk, "all_terms", 0.6 * covered + 0.2 * _bm25_share(rank, best_and)
+                               + 0.2 * _similarity(plan, template, title))
 
     if plan.words:
         weights = {w: math.log(1 + total / frequencies.get(w, 0.5)) for w in plan.words}
         best_or = or_ranked[0][1] if or_ranked else 0.0
-        for pk, rank in or_ranked:
+        for pk, rank in [*or_ranked, *((pk, best_or) for pk, _ in and_ranked)]:
             if pk in hits or pk not in rows:
                 continue
             title, signature, article, template, _, _ = rows[pk]
