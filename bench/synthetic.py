@@ -318,7 +318,7 @@ GENERATORS: dict[str, Callable[[random.Random, dict[str, str]], str]] = {
     "codec": lambda r, s: CODECS(r),
     "nodemod": _nodemod,
     "nodepkg": _nodepkg,
-    "prop": lambda r, s: r.choice([NOUNS(r), _camel(NOUNS(r), FIELDS(r)), "map", "length", "then", "data", "id"]),
+    "prop": lambda r, s: r.choice(["map", "length", "then", "data", "id"]) if r.random() < 0.15 else r.choice([NOUNS(r), _camel(NOUNS(r), FIELDS(r))]),
     "ident": lambda r, s: _camel(VERBS(r), NOUNS(r)) if r.random() < 0.7 else NOUNS(r),
     "obj": lambda r, s: r.choice([NOUNS(r), f"this.{NOUNS(r)}", _camel(NOUNS(r), SUFFIXES(r))]),
     "method": lambda r, s: _camel(VERBS(r), NOUNS(r)),
@@ -385,8 +385,9 @@ GENERATORS: dict[str, Callable[[random.Random, dict[str, str]], str]] = {
     "ip": lambda r, s: f"10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}",
     "val": lambda r, s: r.choice([f"{USERS(r)}@example.com", str(r.randint(1, 99999)), f"{NOUNS(r)}-{r.randint(1, 999)}"]),
     "byte": lambda r, s: _hex(r, 2),
+    "cfv": lambda r, s: str(r.randint(52, 67)),
 }
-VOLATILE = frozenset("pyfile jsfile tsfile gofile rsfile path ktfile line colno n port ver hex sha addr ip val byte".split())
+VOLATILE = frozenset("pyfile jsfile tsfile gofile rsfile path ktfile line colno n port ver hex sha addr ip val byte cfv".split())
 
 
 class Slots(dict):
@@ -823,7 +824,7 @@ FAMILIES: list[Family] = [
       "{jclass2} is not imported, or its module is missing from the dependencies.",
       ["Add the import for {jclass2}", "Add the dependency that provides it"], "mvn -q compile",
       ["cannot find symbol class maven compile", "java symbol not found import"], ["cannot find symbol"], trace="java", weight=1.5),
-    F("java", "unsupported-class-version", "java.lang.UnsupportedClassVersionError: {javaclass} has been compiled by a more recent version of the Java Runtime (class file version {n}.0), this version of the Java Runtime only recognizes class file versions up to {n2}.0",
+    F("java", "unsupported-class-version", "java.lang.UnsupportedClassVersionError: {javaclass} has been compiled by a more recent version of the Java Runtime (class file version {cfv}.0), this version of the Java Runtime only recognizes class file versions up to {cfv2}.0",
       "UnsupportedClassVersionError for {javaclass}",
       "The class was compiled for a newer Java than the runtime.",
       ["java -version", "Set maven.compiler.release to the runtime's version"], "java -version",
@@ -987,7 +988,7 @@ class Meta:
 class Corpus:
     """Generates node documents deterministically from a seed."""
 
-    MAX_MISSES = 6  # collisions in a row before a family is retired
+    MAX_MISSES = 25  # collisions in a row before a family is retired
 
     def __init__(self, seed: int = 7):
         self.seed = seed
@@ -1082,6 +1083,15 @@ RUNTIMES = {
 PKG = {"python": ["pip", "uv", "poetry"], "node": ["npm", "pnpm", "yarn"], "typescript": ["npm"], "go": ["go-modules"],
        "rust": ["cargo"], "java": ["maven", "gradle"], "kotlin": ["gradle"], "ruby": ["bundler"], "dotnet": ["nuget"], "cpp": ["apt"]}
 LOG_PREFIXES = ["##[error]", "E   ", "remote: ", "[ERROR] ", "{ts} ERROR ", "{ts} [main] ERROR ", "\x1b[31m", "stderr: ", "#12 0.532 "]
+PROMPTS = {
+    "python": ["pip install -r requirements.txt", "python manage.py migrate", "pytest -q"],
+    "node": ["npm ci", "npm run build", "pnpm install --frozen-lockfile"], "typescript": ["npx tsc --noEmit", "npm run typecheck"],
+    "go": ["go build ./...", "go test ./..."], "rust": ["cargo build --release", "cargo test"],
+    "shell": ["make build", "./scripts/ci.sh", "bash deploy.sh"], "git": ["git push origin HEAD", "git pull", "git clone --depth 1 $REPO"],
+    "java": ["./gradlew build", "mvn -B package"], "kotlin": ["./gradlew assembleDebug"], "ruby": ["bundle install", "bin/rails db:migrate"],
+    "dotnet": ["dotnet restore", "dotnet build -c Release"], "cpp": ["make -j4", "cmake --build build"],
+    "postgres": ["psql -f migrate.sql"], "docker": ["docker compose up -d", "docker run --rm app"],
+}
 NONSENSE = "zu qua vex plo nix tarb gliv morp snee krad fump yolt wib drax quor blen thox vrim zelk fnop".split()
 NONMATCH_FIXED = [
     "@@@ ### %%%", "???", "--- ---", "エラー 接続 失敗 再試行", "ошибка подключения к серверу", "🙂🙃",
@@ -1103,7 +1113,7 @@ def env_for(rng: random.Random, ecosystem: str) -> str:
     return ",".join(parts)
 
 
-def _traceback(rng: random.Random, kind: str, slots: Slots, error: str) -> str:
+def _traceback(rng: random.Random, kind: str, ecosystem: str, slots: Slots, error: str) -> str:
     """`error` as it appears in a real multi-line log, with fresh frames around it."""
     if kind == "python":
         frames = []
@@ -1137,7 +1147,7 @@ def _traceback(rng: random.Random, kind: str, slots: Slots, error: str) -> str:
         step = rng.randint(2, 12)
         return (f"#{step} [{rng.randint(1, 5)}/{rng.randint(6, 9)}] RUN {rng.choice(['npm ci', 'pip install -r requirements.txt', 'go build ./...', 'make'])}\n"
                 f"#{step} {rng.random():.3f} ...\n{error}\n------\nDockerfile:{rng.randint(3, 40)}\n------")
-    prompt = f"$ {rng.choice(['make build', 'npm run deploy', './scripts/ci.sh', 'git push', 'bash deploy.sh', 'cargo build --release'])}"
+    prompt = f"$ {rng.choice(PROMPTS.get(ecosystem, PROMPTS['shell']))}"
     return f"{prompt}\n{rng.choice(['Running...', '+ set -euo pipefail', 'Step 4/9', ''])}\n{error}\nError: Process completed with exit code {rng.choice([1, 2, 127, 128])}."
 
 
@@ -1200,7 +1210,7 @@ def make_queries(metas: list[Meta], *, seed: int, count: int, tag: str = "querie
                         break
             q = render(family.error, slots)
         elif kind == "traceback":
-            q = _traceback(rng, family.trace, slots, render(family.error, slots))
+            q = _traceback(rng, family.trace, family.ecosystem, slots, render(family.error, slots))
             expect = meta.id
         elif kind == "natural":
             q = _limit_words(render(rng.choice(family.phrases), slots), 3, 8, rng)

@@ -109,6 +109,11 @@ _NOISE = re.compile(
 MAX_LINES = 400
 
 
+def looks_like_error(line: str) -> bool:
+    """True when a line has the shape of tool output rather than of a sentence."""
+    return any(pattern.search(line) for pattern in _DECISIVE)
+
+
 def decisive_lines(text: str, limit: int = 6) -> list[str]:
     """The lines of pasted output that carry the error, most decisive first.
 

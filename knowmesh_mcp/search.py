@@ -23,7 +23,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from .analysis import decisive_lines, index_terms, query_terms, signature_keys
+from .analysis import decisive_lines, index_terms, looks_like_error, query_terms, signature_keys
 from .normalize import normalize_signature, quoted_values
 from .store import SearchRow, Store
 
@@ -38,7 +38,7 @@ COMMON_TERM_SHARE = 0.2  # a term in more than this share of nodes does not retr
 
 TIERS = ("signature", "all_terms", "most_terms", "fuzzy")
 # Each tier's score band; tiers never overlap, so the score order is the tier order.
-BANDS = {"signature": (0.9, 1.0), "all_terms": (0.72, 0.88), "most_terms": (0.3, 0.72), "fuzzy": (0.05, 0.3)}
+BANDS = {"signature": (0.9, 1.0), "all_terms": (0.72, 0.88), "most_terms": (0.15, 0.7), "fuzzy": (0.05, 0.3)}
 
 
 def digest(key: str) -> str:
@@ -112,6 +112,7 @@ class QueryPlan:
     and_terms: list[str]
     words: list[str]  # natural-language terms: stopwords dropped, stemmed
     quoted: list[str]
+    error_shaped: bool  # pasted output: its wording should match a template, not just prose
 
     @classmethod
     def of(cls, text: str) -> QueryPlan:
@@ -127,6 +128,7 @@ class QueryPlan:
             and_terms=query_terms(main, drop_stopwords=False, limit=MAX_AND_TERMS),
             words=query_terms(words_source, drop_stopwords=True, limit=MAX_OR_TERMS * 2),
             quoted=quoted_values(lines[0]),
+            error_shaped=looks_like_error(lines[0]),
         )
 
 
@@ -221,9 +223,16 @@ async def find(store: Store, plan: QueryPlan) -> list[Hit]:
             matched = list(found)
             similarity = _similarity(plan, template, title)
             if 2 * len(matched) >= len(plan.words):
-                coverage = sum(weights[w] * found[w] for w in matched) / sum(weights.values())
-                hits[pk] = Hit(pk, "most_terms", 0.7 * coverage + 0.15 * _bm25_share(rank, best_or) + 0.15 * similarity,
-                               {"matched_terms": len(matched), "terms": len(plan.words)})
+                total_weight = sum(weights.values())
+                coverage = sum(weights[w] * found[w] for w in matched) / total_weight
+                heading_share = sum(weights[w] for w in matched if found[w] == 1.0) / total_weight
+                share = _bm25_share(rank, best_or)
+                # Coverage carries natural language; similarity to a template carries pasted output,
+                # whose words a wrong node's prose often shares. Calibrated on bench/search_eval.py.
+                weight = 0.65 if plan.error_shaped else 0.35
+                hits[pk] = Hit(pk, "most_terms", (0.9 - weight) * coverage + weight * similarity + 0.1 * share,
+                               {"matched": len(matched), "terms": len(plan.words), "coverage": coverage,
+                                "heading": heading_share, "bm25": share, "similarity": similarity})
             elif similarity * 100 >= FUZZY_THRESHOLD:
                 hits[pk] = Hit(pk, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
 
