@@ -98,9 +98,10 @@ _DECISIVE = [
     re.compile(r"^npm (?:ERR!|error) (?:code|errno|\w+Error)"),
     re.compile(r"^\S+\(\d+,\d+\): error TS\d+:"),  # tsc
     re.compile(r"^\S+:\d+:\d+: (?:fatal )?error:"),  # gcc, clang
-    re.compile(r"^\S+\.\w+:\d+(?::\d+)?: \S"),  # go, eslint, make: file:line[:col]: message
+    re.compile(r"^[\w./\\-]+:\d+(?::\d+)?: \S"),  # go, eslint, make: file:line[:col]: message
     re.compile(r"\b(?:error|Error|ERROR)\b.*:"),
     re.compile(r"(?:No such file or directory|Permission denied|not found|command not found|refused|denied)"),
+    re.compile(r"^(?:WARNING|Warning|warning|WARN|npm WARN)\b:?"),  # often names the cause of what follows
 ]
 _NOISE = re.compile(
     r"^(?:\s|at |File \"|Traceback \(most recent call last\)|\^|~|-->|\||=|help:|note:|hint:|goroutine |"
@@ -138,7 +139,11 @@ def decisive_lines(text: str, limit: int = 6) -> list[str]:
         ranked.append((strength, order, line))
     ranked.sort()
     chosen = [line for _, _, line in ranked[:limit]]
-    return chosen or lines[-1:]
+    if chosen:
+        return chosen
+    # Nothing looks like an error: the last lines that are not frames or excerpts.
+    plain = [line for line in lines if not _NOISE.match(line)]
+    return (plain or lines)[-limit:][::-1]
 
 
 def signature_keys(text: str) -> set[str]:

@@ -25,16 +25,17 @@ from rapidfuzz import fuzz
 
 from .analysis import decisive_lines, index_terms, looks_like_error, query_terms, signature_keys
 from .normalize import normalize_signature, quoted_values
-from .store import SearchRow, Store
+from .store import RankingRow, SearchRow, Store
 
-SEARCH_INDEX_VERSION = 1
+SEARCH_INDEX_VERSION = 2
 MAX_QUERY_CHARS = 10_000
 MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
 CANDIDATES = 60
+SIGNATURE_CANDIDATES = 60
+RETRIEVAL_BUDGET = 3000  # rows the natural-language OR query may match before rarer terms must do
 ALL_TERMS_MIN_COVERAGE = 0.6  # below this share of a template's terms, an AND match is only "most terms"
 FUZZY_THRESHOLD = 72.0
-COMMON_TERM_SHARE = 0.2  # a term in more than this share of nodes does not retrieve on its own
 
 TIERS = ("signature", "all_terms", "most_terms", "fuzzy")
 # Each tier's score band; tiers never overlap, so the score order is the tier order.
@@ -140,16 +141,17 @@ def _similarity(plan: QueryPlan, templates: str, title_keys: str) -> float:
     return best / 100.0
 
 
-def _template_coverage(plan: QueryPlan, templates: str) -> float:
+def _template_coverage(plan: QueryPlan, templates: str, *, content_words: bool = False) -> float:
     """0..1: the largest share of one template's terms that the query's decisive line contains.
 
     An AND match whose node says much more than the query (`fatal: authentication failed`
     against `FATAL: peer authentication failed for user`) is a partial match, not the error.
+    With `content_words`, stopwords are left out on both sides.
     """
-    query = set(plan.and_terms)
+    query = set(plan.and_terms) | set(plan.words) if content_words else set(plan.and_terms)
     best = 0.0
     for template in templates.split("\n"):
-        terms = set(query_terms(template, drop_stopwords=False))
+        terms = set(query_terms(template, drop_stopwords=content_words))
         if terms:
             best = max(best, len(terms & query) / len(terms))
     return best
@@ -176,66 +178,106 @@ def _bm25_share(rank: float, best: float) -> float:
     return rank / best if best < 0 else 1.0
 
 
-async def find(store: Store, plan: QueryPlan) -> list[Hit]:
-    """Every hit of every tier, best tier per node, best first."""
+async def find(store: Store, plan: QueryPlan, *, enough: int, ecosystem: str | None = None) -> list[Hit]:
+    """Hits of the tiers, best tier per node, best first.
+
+    Tiers run strongest first, and a weaker tier is skipped once the stronger ones found
+    `enough` nodes (of `ecosystem`, when one is asked for): it could only add nodes ranked
+    below them. Natural-language retrieval is skipped, too, when pasted output matched a
+    signature exactly: its words would only bring in nodes that merely share vocabulary.
+    """
     hits: dict[int, Hit] = {}
+    rows: dict[int, RankingRow] = {}
 
-    signature_pks = await store.pks_with_signature(plan.signature_hashes)
-    and_match = all_of(plan.and_terms, ("title", "signature"))
-    and_ranked = await store.search_index(and_match, CANDIDATES) if and_match else []
+    def settled() -> bool:
+        wanted = [pk for pk in hits if ecosystem is None or rows[pk].ecosystem == ecosystem]
+        return len(wanted) >= enough
 
-    frequencies = await store.document_frequencies(plan.words) if plan.words else {}
-    total = max(await store.indexed_node_count(), 1)
-    present = [w for w in plan.words if w in frequencies]
-    retrieving = [w for w in present if frequencies[w] <= COMMON_TERM_SHARE * total] or present
-    retrieving = sorted(retrieving, key=lambda w: frequencies[w])[:MAX_OR_TERMS]
-    or_match = any_of(retrieving)
-    or_ranked = await store.search_index(or_match, CANDIDATES) if or_match else []
-
-    pks = list(dict.fromkeys([*signature_pks, *(pk for pk, _ in and_ranked), *(pk for pk, _ in or_ranked)]))
-    rows = await store.index_rows(pks)
-
+    signature_pks = await store.pks_with_signature(plan.signature_hashes, plan.quoted, SIGNATURE_CANDIDATES)
+    rows.update(await store.ranking_rows(signature_pks))
     for pk in signature_pks:
         if pk in rows:
-            title, _, _, template, _, quoted = rows[pk]
-            hits[pk] = Hit(pk, "signature", 0.6 * _value_fit(plan, quoted, title) + 0.4 * _similarity(plan, template, title))
+            row = rows[pk]
+            hits[pk] = Hit(pk, "signature", 0.6 * _value_fit(plan, row.quoted_values, row.title_terms)
+                           + 0.4 * _similarity(plan, row.templates, row.title_terms))
+    if settled():
+        return _ordered(hits)
 
+    and_match = all_of(plan.and_terms, ("title", "signature"))
+    and_ranked = [(pk, rank) for pk, rank in (await store.search_index(and_match, CANDIDATES) if and_match else [])
+                  if pk not in hits]
+    rows.update(await store.ranking_rows([pk for pk, _ in and_ranked]))
     best_and = and_ranked[0][1] if and_ranked else 0.0
+    partial: list[tuple[int, float]] = []  # AND matches that cover too little of a template
     for pk, rank in and_ranked:
-        if pk not in hits and pk in rows:
-            title, _, _, template, _, _ = rows[pk]
-            covered = _template_coverage(plan, template)
-            if covered >= ALL_TERMS_MIN_COVERAGE:
-                hits[pk] = Hit(pk, "all_terms", 0.6 * covered + 0.2 * _bm25_share(rank, best_and)
-                               + 0.2 * _similarity(plan, template, title))
+        row = rows.get(pk)
+        if row is None:
+            continue
+        covered = _template_coverage(plan, row.templates)
+        if covered >= ALL_TERMS_MIN_COVERAGE:
+            hits[pk] = Hit(pk, "all_terms", 0.6 * covered + 0.2 * _bm25_share(rank, best_and)
+                           + 0.2 * _similarity(plan, row.templates, row.title_terms))
+        else:
+            partial.append((pk, rank))
+    if settled() or not plan.words or (plan.error_shaped and signature_pks):
+        return _ordered(hits)
 
-    if plan.words:
-        weights = {w: math.log(1 + total / frequencies.get(w, 0.5)) for w in plan.words}
-        best_or = or_ranked[0][1] if or_ranked else 0.0
-        for pk, rank in [*or_ranked, *((pk, best_or) for pk, _ in and_ranked)]:
-            if pk in hits or pk not in rows:
-                continue
-            title, signature, article, template, _, _ = rows[pk]
-            heading = f" {title} {signature} "
-            body = f" {article} "
-            # A term in the title or signature says more about the node than one in its prose.
-            found = {w: 1.0 if f" {w} " in heading else 0.6 for w in plan.words if f" {w} " in heading or f" {w} " in body}
-            matched = list(found)
-            similarity = _similarity(plan, template, title)
-            if 2 * len(matched) >= len(plan.words):
-                total_weight = sum(weights.values())
-                coverage = sum(weights[w] * found[w] for w in matched) / total_weight
-                heading_share = sum(weights[w] for w in matched if found[w] == 1.0) / total_weight
-                share = _bm25_share(rank, best_or)
-                # Coverage carries natural language; similarity to a template carries pasted output,
-                # whose words a wrong node's prose often shares. Calibrated on bench/search_eval.py.
-                weight = 0.65 if plan.error_shaped else 0.35
-                hits[pk] = Hit(pk, "most_terms", (0.9 - weight) * coverage + weight * similarity + 0.1 * share,
-                               {"matched": len(matched), "terms": len(plan.words), "coverage": coverage,
-                                "heading": heading_share, "bm25": share, "similarity": similarity})
-            elif similarity * 100 >= FUZZY_THRESHOLD:
-                hits[pk] = Hit(pk, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
+    frequencies = await store.document_frequencies(plan.words)
+    total = max(await store.indexed_node_count(), 1)
+    or_match = any_of(_retrieval_terms(plan.words, frequencies))
+    or_ranked = [(pk, rank) for pk, rank in (await store.search_index(or_match, CANDIDATES) if or_match else [])
+                 if pk not in hits]
+    best_or = or_ranked[0][1] if or_ranked else 0.0
+    # Each candidate's BM25 as a share of the best of the query that fetched it.
+    share_of = {pk: _bm25_share(rank, best_and) for pk, rank in partial}
+    share_of.update({pk: _bm25_share(rank, best_or) for pk, rank in or_ranked})
+    candidates = dict.fromkeys([pk for pk, _ in or_ranked] + [pk for pk, _ in partial])
+    rows.update(await store.ranking_rows([pk for pk in candidates if pk not in rows]))
+    texts = await store.indexed_texts(list(candidates))
+    weights = {w: math.log(1 + total / frequencies.get(w, 0.5)) for w in plan.words}
+    total_weight = sum(weights.values())
+    # Coverage carries natural language; similarity to a template carries pasted output, whose
+    # words a wrong node's prose often shares. Calibrated on bench/search_eval.py.
+    similarity_weight = 0.65 if plan.error_shaped else 0.35
+    for pk in candidates:
+        row, text = rows.get(pk), texts.get(pk)
+        if row is None or text is None:
+            continue
+        heading = f" {row.title_terms} {text[0]} "
+        body = f" {text[1]} "
+        # A term in the title or signature says more about the node than one in its prose.
+        found = {w: 1.0 if f" {w} " in heading else 0.6 for w in plan.words if f" {w} " in heading or f" {w} " in body}
+        similarity = _similarity(plan, row.templates, row.title_terms)
+        if plan.error_shaped:
+            # Pasted output should also reproduce the node's own wording (`column` is not `relation`).
+            similarity = 0.5 * similarity + 0.5 * _template_coverage(plan, row.templates, content_words=True)
+        if 2 * len(found) >= len(plan.words):
+            coverage = sum(weights[w] * share for w, share in found.items()) / total_weight
+            hits[pk] = Hit(pk, "most_terms", (0.9 - similarity_weight) * coverage + similarity_weight * similarity
+                           + 0.1 * share_of[pk])
+        elif similarity * 100 >= FUZZY_THRESHOLD:
+            hits[pk] = Hit(pk, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
+    return _ordered(hits)
 
+
+def _retrieval_terms(words: list[str], frequencies: dict[str, int]) -> list[str]:
+    """The terms that fetch natural-language candidates: the rarest ones, within a budget.
+
+    A node that holds half the query's terms nearly always holds one of its rarer ones, and
+    fetching by common words ("install", "error") would rank tens of thousands of rows.
+    """
+    present = sorted((w for w in words if w in frequencies), key=lambda w: frequencies[w])
+    chosen: list[str] = []
+    fetched = 0
+    for word in present[:MAX_OR_TERMS]:
+        if chosen and fetched + frequencies[word] > RETRIEVAL_BUDGET:
+            break
+        chosen.append(word)
+        fetched += frequencies[word]
+    return chosen
+
+
+def _ordered(hits: dict[int, Hit]) -> list[Hit]:
     return sorted(hits.values(), key=lambda h: (TIERS.index(h.tier), -h.relevance, h.pk))
 
 
@@ -252,13 +294,14 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     if match is None:
         return []
     ranked = await store.search_index(match, 30)
-    rows = await store.index_rows([pk for pk, _ in ranked])
+    rows = await store.ranking_rows([pk for pk, _ in ranked])
     title_keys = index_terms(document["title"])
     scored = []
-    for pk, (title, _, _, template, ecosystem, _) in rows.items():
-        score = max(fuzz.token_set_ratio(plan.main, template), fuzz.token_set_ratio(title_keys, title))
+    for pk, row in rows.items():
+        score = max(max(fuzz.token_set_ratio(plan.main, t) for t in row.templates.split("\n")),
+                    fuzz.token_set_ratio(title_keys, row.title_terms))
         if score >= threshold:
-            scored.append((ecosystem != document["ecosystem"], -score, pk))
+            scored.append((row.ecosystem != document["ecosystem"], -score, pk))
     scored.sort()
     by_pk = {row.pk: row for row in await store.get_nodes_by_pk([pk for _, _, pk in scored[: limit + 1]])}
     similar = []

@@ -432,7 +432,7 @@ class Service:
         machine = parse_env(env) if env and env.strip() else None
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         plan = QueryPlan.of(q)
-        hits = await find(self.store, plan)
+        hits = await find(self.store, plan, enough=limit, ecosystem=wanted)
         # Candidates beyond the page are read too: the ecosystem and environment can reorder them.
         rows = {row.pk: row for row in await self.store.get_nodes_by_pk([h.pk for h in hits[: max(3 * limit, 15)]])}
         ranked = []

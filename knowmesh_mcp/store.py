@@ -95,6 +95,14 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
 
 
 @dataclass(frozen=True)
+class RankingRow:
+    title_terms: str
+    templates: str  # normalized, one per line
+    ecosystem: str
+    quoted_values: list[str]
+
+
+@dataclass(frozen=True)
 class SearchRow:
     """A node's rows in the search index (node_search, node_signatures, node_index)."""
 
@@ -227,7 +235,8 @@ class Writer:
             [(digest, pks[i], source) for i, r in rows for digest, source in r.signature_hashes],
         )
         await self.connection.executemany(
-            "INSERT INTO node_index (node_pk, template) VALUES (?, ?)", [(pks[i], r.template) for i, r in rows]
+            "INSERT INTO node_index (node_pk, templates, title_terms) VALUES (?, ?, ?)",
+            [(pks[i], r.template, r.title) for i, r in rows],
         )
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
@@ -259,6 +268,9 @@ class Store:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
+        self.write_generation = 0  # bumped by every write transaction; caches of derived counts check it
+        self._frequencies: dict[str, int] = {}
+        self._frequency_generation = 0
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
@@ -291,6 +303,7 @@ class Store:
                 await self._writer.execute("ROLLBACK")
                 raise
             await self._writer.execute("COMMIT")
+            self.write_generation += 1
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -386,42 +399,66 @@ class Store:
 
     # -- search ------------------------------------------------------------------------
 
-    async def pks_with_signature(self, hashes: Sequence[str]) -> dict[int, set[str]]:
-        """{node pk: sources} of the nodes matched exactly under any of `hashes`."""
+    async def pks_with_signature(self, hashes: Sequence[str], quoted: list[str], limit: int) -> list[int]:
+        """Nodes matched exactly under any of `hashes`, those with the same quoted values first.
+
+        A common error shape (`No module named '<*>'`) can match thousands of nodes; only the
+        best `limit` are read further.
+        """
         if not hashes:
-            return {}
+            return []
         marks = ",".join("?" * len(hashes))
-        found: dict[int, set[str]] = {}
-        for pk, source in await self._fetchall(
-            f"SELECT node_pk, source FROM node_signatures WHERE hash IN ({marks})", list(hashes)
-        ):
-            found.setdefault(pk, set()).add(source)
-        return found
+        rows = await self._fetchall(
+            f"""SELECT DISTINCT s.node_pk, n.quoted_values = ? AS same FROM node_signatures s
+                JOIN nodes n ON n.pk = s.node_pk WHERE s.hash IN ({marks})
+                ORDER BY same DESC, s.node_pk LIMIT ?""",
+            [json.dumps(quoted, ensure_ascii=False), *hashes, limit],
+        )
+        return [row[0] for row in rows]
 
     async def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many nodes contain each term (absent terms are left out)."""
-        if not terms:
-            return {}
-        marks = ",".join("?" * len(terms))
-        rows = await self._fetchall(f"SELECT term, doc FROM search_terms WHERE term IN ({marks})", list(terms))
-        return {row[0]: int(row[1]) for row in rows}
+        """How many nodes contain each term (absent terms are left out).
+
+        Counting walks a term's whole doclist, so counts are cached and the cache is dropped
+        after every write: ranking needs their order of magnitude, and reads far outnumber writes.
+        """
+        if self._frequency_generation != self.write_generation:
+            self._frequencies.clear()
+            self._frequency_generation = self.write_generation
+        missing = [term for term in terms if term not in self._frequencies]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            found = dict(await self._fetchall(f"SELECT term, doc FROM search_terms WHERE term IN ({marks})", missing))
+            if len(self._frequencies) > 100_000:
+                self._frequencies.clear()
+            self._frequencies.update({term: int(found.get(term, 0)) for term in missing})
+        return {term: self._frequencies[term] for term in terms if self._frequencies[term]}
 
     async def indexed_node_count(self) -> int:
         rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
         return int(rows[0][0])
 
-    async def index_rows(self, pks: Sequence[int]) -> dict[int, tuple[str, str, str, str, str, list[str]]]:
-        """{pk: (title keys, signature keys, article keys, template, ecosystem, quoted values)}."""
+    async def ranking_rows(self, pks: Sequence[int]) -> dict[int, RankingRow]:
+        """What ranking needs of each candidate, without its full text."""
         if not pks:
             return {}
         marks = ",".join("?" * len(pks))
         rows = await self._fetchall(
-            f"""SELECT s.rowid, s.title, s.signature, s.article, i.template, n.ecosystem, n.quoted_values
-                FROM node_search s JOIN node_index i ON i.node_pk = s.rowid JOIN nodes n ON n.pk = s.rowid
-                WHERE s.rowid IN ({marks})""",
+            f"""SELECT i.node_pk, i.title_terms, i.templates, n.ecosystem, n.quoted_values
+                FROM node_index i JOIN nodes n ON n.pk = i.node_pk WHERE i.node_pk IN ({marks})""",
             list(pks),
         )
-        return {row[0]: (row[1], row[2], row[3], row[4], row[5], json.loads(row[6])) for row in rows}
+        return {row[0]: RankingRow(row[1], row[2], row[3], json.loads(row[4])) for row in rows}
+
+    async def indexed_texts(self, pks: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """{pk: (signature keys, article keys)}: the indexed text, for checking term coverage."""
+        if not pks:
+            return {}
+        marks = ",".join("?" * len(pks))
+        rows = await self._fetchall(
+            f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")

@@ -98,8 +98,9 @@ CREATE TABLE node_signatures (
 CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
 
 CREATE TABLE node_index (
-    node_pk  INTEGER PRIMARY KEY REFERENCES nodes (pk),
-    template TEXT NOT NULL
+    node_pk     INTEGER PRIMARY KEY REFERENCES nodes (pk),
+    templates   TEXT NOT NULL,
+    title_terms TEXT NOT NULL
 );
 
 CREATE VIRTUAL TABLE node_search USING fts5 (

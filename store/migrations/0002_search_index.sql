@@ -1,7 +1,8 @@
 -- 0002: the search index proper.
 -- node_signatures: every normalized form a node is matched under exactly (its error, its
 --   template, each alias, and the decisive lines of multi-line ones), hashed.
--- node_index: the normalized decisive line of the error, for fuzzy re-ranking.
+-- node_index: what ranking reads for every candidate without touching the full text: the
+--   normalized templates (error and aliases, one per line) and the title's term keys.
 -- node_search is rebuilt to hold term keys (stemmed, synonym-folded by knowmesh_mcp.analysis)
 --   instead of raw text, so queries and documents are analysed by one function. The rows are
 --   derived data: the service rebuilds them on open when search_index_version differs.
@@ -15,8 +16,9 @@ CREATE TABLE node_signatures (
 CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
 
 CREATE TABLE node_index (
-    node_pk  INTEGER PRIMARY KEY REFERENCES nodes (pk),
-    template TEXT NOT NULL
+    node_pk     INTEGER PRIMARY KEY REFERENCES nodes (pk),
+    templates   TEXT NOT NULL,
+    title_terms TEXT NOT NULL
 );
 
 DROP TABLE node_search;
