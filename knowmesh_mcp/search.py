@@ -27,13 +27,14 @@ from .analysis import decisive_lines, index_terms, looks_like_error, query_terms
 from .normalize import normalize_signature, quoted_values
 from .store import RankingRow, SearchRow, Store
 
-SEARCH_INDEX_VERSION = 2
+SEARCH_INDEX_VERSION = 3
 MAX_QUERY_CHARS = 10_000
 MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
 CANDIDATES = 60
 SIGNATURE_CANDIDATES = 60
-RETRIEVAL_BUDGET = 3000  # rows the natural-language OR query may match before rarer terms must do
+HEADS_RANK_CAP = 300  # more every-term matches than this are ordered by similarity alone
+RETRIEVAL_BUDGET = 1500  # rows the natural-language OR query may match before rarer terms must do
 ALL_TERMS_MIN_COVERAGE = 0.6  # below this share of a template's terms, an AND match is only "most terms"
 FUZZY_THRESHOLD = 72.0
 
@@ -77,12 +78,8 @@ def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def all_of(terms: list[str], columns: tuple[str, ...] = ()) -> str | None:
-    """Every term, optionally only in the named columns (our own names, never user text)."""
-    expression = " AND ".join(map(quote, terms))
-    if expression and columns:
-        return "{" + " ".join(columns) + "} : (" + expression + ")"
-    return expression or None
+def all_of(terms: list[str]) -> str | None:
+    return " AND ".join(map(quote, terms)) or None
 
 
 def any_of(terms: list[str]) -> str | None:
@@ -203,11 +200,11 @@ async def find(store: Store, plan: QueryPlan, *, enough: int, ecosystem: str | N
     if settled():
         return _ordered(hits)
 
-    and_match = all_of(plan.and_terms, ("title", "signature"))
-    and_ranked = [(pk, rank) for pk, rank in (await store.search_index(and_match, CANDIDATES) if and_match else [])
-                  if pk not in hits]
+    and_match = all_of(plan.and_terms)
+    and_found = await store.search_heads(and_match, CANDIDATES, HEADS_RANK_CAP) if and_match else []
+    and_ranked = [(pk, rank if rank is not None else 0.0) for pk, rank in and_found if pk not in hits]
     rows.update(await store.ranking_rows([pk for pk, _ in and_ranked]))
-    best_and = and_ranked[0][1] if and_ranked else 0.0
+    best_and = min((rank for _, rank in and_ranked), default=0.0)
     partial: list[tuple[int, float]] = []  # AND matches that cover too little of a template
     for pk, rank in and_ranked:
         row = rows.get(pk)

@@ -224,11 +224,16 @@ class Writer:
         if not rows:
             return
         pks = await self._pks([node_id for node_id, _ in rows])
-        for table, column in (("node_search", "rowid"), ("node_signatures", "node_pk"), ("node_index", "node_pk")):
+        for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_signatures", "node_pk"),
+                              ("node_index", "node_pk")):
             await self.connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows])
         await self.connection.executemany(
             "INSERT INTO node_search (rowid, title, signature, article) VALUES (?, ?, ?, ?)",
             [(pks[i], r.title, r.signature, r.article) for i, r in rows],
+        )
+        await self.connection.executemany(
+            "INSERT INTO node_heads (rowid, title, signature) VALUES (?, ?, ?)",
+            [(pks[i], r.title, r.signature) for i, r in rows],
         )
         await self.connection.executemany(
             "INSERT OR IGNORE INTO node_signatures (hash, node_pk, source) VALUES (?, ?, ?)",
@@ -369,6 +374,22 @@ class Store:
         rows = await self._fetchall(
             "SELECT rowid, bm25(node_search, 10.0, 5.0, 1.0) FROM node_search WHERE node_search MATCH ? "
             "ORDER BY bm25(node_search, 10.0, 5.0, 1.0) LIMIT ?",
+            (match, limit),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def search_heads(self, match: str, limit: int, cap: int) -> list[tuple[int, float | None]]:
+        """(node pk, bm25 rank) of nodes whose title and signature hold every term of `match`.
+
+        Ranking costs a read of every match, so past `cap` matches the terms are too common
+        to rank by: the first `cap` are returned unranked (rank None) for the caller to order.
+        """
+        matched = await self._fetchall("SELECT rowid FROM node_heads WHERE node_heads MATCH ? LIMIT ?", (match, cap + 1))
+        if len(matched) > cap:
+            return [(row[0], None) for row in matched[:cap]]
+        rows = await self._fetchall(
+            "SELECT rowid, bm25(node_heads, 2.0, 1.0) FROM node_heads WHERE node_heads MATCH ? "
+            "ORDER BY bm25(node_heads, 2.0, 1.0) LIMIT ?",
             (match, limit),
         )
         return [(row[0], row[1]) for row in rows]

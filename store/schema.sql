@@ -111,3 +111,9 @@ CREATE VIRTUAL TABLE node_search USING fts5 (
 );
 
 CREATE VIRTUAL TABLE search_terms USING fts5vocab (node_search, 'row');
+
+CREATE VIRTUAL TABLE node_heads USING fts5 (
+    title,
+    signature,
+    tokenize = 'unicode61 remove_diacritics 2'
+);

@@ -30,4 +30,12 @@ CREATE VIRTUAL TABLE node_search USING fts5 (
 );
 CREATE VIRTUAL TABLE search_terms USING fts5vocab (node_search, 'row');
 
+-- Title and signature alone, for the every-term tier: its position lists are a fraction of
+-- the full text's, so ranking many matches costs a fraction too.
+CREATE VIRTUAL TABLE node_heads USING fts5 (
+    title,
+    signature,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+
 INSERT INTO meta (key, value) VALUES ('search_index_version', '0');
