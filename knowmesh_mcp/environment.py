@@ -270,6 +270,7 @@ def _build(tokens: list[str]) -> Environment:
     return Environment(os_family, os_version, runtimes, pkg_manager, tuple(dict.fromkeys(labels)))
 
 
+@lru_cache(maxsize=4096)  # Environment is immutable; the same tags are parsed for every read
 def parse_env(text: str | None) -> Environment:
     """Parse a comma-separated env string such as ``macos-15,python-3.12,pip,arm64``."""
     if not isinstance(text, str):

@@ -443,6 +443,7 @@ class Service:
             result = search_result(
                 row_document=row.document, version=row.version, status=row.status, revision=row.revision,
                 solution_revisions=row.solution_revisions, env=machine, tier=hit.tier,
+                document_size=row.document_size,
             )
             score = hit.score
             if result["env_score"] is not None:  # a small nudge inside the tier, never across tiers

@@ -80,6 +80,7 @@ class NodeRow:
     updated_at: str
     document: dict[str, Any]
     solution_revisions: dict[str, int]
+    document_size: int  # bytes of the stored JSON: what reading the article costs
 
 
 NODE_COLUMNS = """n.pk, n.id, n.ecosystem, n.status, n.title, n.current_version, n.current_revision,
@@ -90,7 +91,7 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
     return NodeRow(
         pk=row[0], id=row[1], ecosystem=row[2], status=row[3], title=row[4], version=row[5],
         revision=row[6], has_answer=bool(row[7]), created_at=row[8], updated_at=row[9],
-        document=json.loads(row[10]), solution_revisions=json.loads(row[11]),
+        document=json.loads(row[10]), solution_revisions=json.loads(row[11]), document_size=len(row[10]),
     )
 
 
