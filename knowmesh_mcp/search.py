@@ -184,64 +184,57 @@ async def find(store: Store, plan: QueryPlan, *, enough: int, ecosystem: str | N
     signature exactly: its words would only bring in nodes that merely share vocabulary.
     """
     hits: dict[int, Hit] = {}
-    rows: dict[int, RankingRow] = {}
+    ecosystems: dict[int, str] = {}
+
+    def add(row: RankingRow, tier: str, relevance: float) -> None:
+        hits[row.pk] = Hit(row.pk, tier, relevance)
+        ecosystems[row.pk] = row.ecosystem
 
     def settled() -> bool:
-        wanted = [pk for pk in hits if ecosystem is None or rows[pk].ecosystem == ecosystem]
-        return len(wanted) >= enough
+        return sum(1 for pk in hits if ecosystem is None or ecosystems[pk] == ecosystem) >= enough
 
-    signature_pks = await store.pks_with_signature(plan.signature_hashes, plan.quoted, SIGNATURE_CANDIDATES)
-    rows.update(await store.ranking_rows(signature_pks))
-    for pk in signature_pks:
-        if pk in rows:
-            row = rows[pk]
-            hits[pk] = Hit(pk, "signature", 0.6 * _value_fit(plan, row.quoted_values, row.title_terms)
-                           + 0.4 * _similarity(plan, row.templates, row.title_terms))
+    signature_rows = await store.signature_candidates(plan.signature_hashes, plan.quoted, SIGNATURE_CANDIDATES)
+    for row in signature_rows:
+        add(row, "signature", 0.6 * _value_fit(plan, row.quoted_values, row.title_terms)
+            + 0.4 * _similarity(plan, row.templates, row.title_terms))
     if settled():
         return _ordered(hits)
 
     and_match = all_of(plan.and_terms)
-    and_found = await store.search_heads(and_match, CANDIDATES, HEADS_RANK_CAP) if and_match else []
-    and_ranked = [(pk, rank if rank is not None else 0.0) for pk, rank in and_found if pk not in hits]
-    rows.update(await store.ranking_rows([pk for pk, _ in and_ranked]))
-    best_and = min((rank for _, rank in and_ranked), default=0.0)
-    partial: list[tuple[int, float]] = []  # AND matches that cover too little of a template
-    for pk, rank in and_ranked:
-        row = rows.get(pk)
-        if row is None:
-            continue
+    and_rows = [row for row in (await store.every_term_candidates(and_match, CANDIDATES, HEADS_RANK_CAP)
+                                if and_match else []) if row.pk not in hits]
+    best_and = min((row.rank for row in and_rows), default=0.0)
+    partial: list[RankingRow] = []  # every term, but too little of any template: judged below
+    for row in and_rows:
         covered = _template_coverage(plan, row.templates)
         if covered >= ALL_TERMS_MIN_COVERAGE:
-            hits[pk] = Hit(pk, "all_terms", 0.6 * covered + 0.2 * _bm25_share(rank, best_and)
-                           + 0.2 * _similarity(plan, row.templates, row.title_terms))
+            add(row, "all_terms", 0.6 * covered + 0.2 * _bm25_share(row.rank, best_and)
+                + 0.2 * _similarity(plan, row.templates, row.title_terms))
         else:
-            partial.append((pk, rank))
-    if settled() or not plan.words or (plan.error_shaped and signature_pks):
+            partial.append(row)
+    if settled() or not plan.words or (plan.error_shaped and signature_rows):
         return _ordered(hits)
 
     frequencies = await store.document_frequencies(plan.words)
     total = max(await store.indexed_node_count(), 1)
     or_match = any_of(_retrieval_terms(plan.words, frequencies))
-    or_ranked = [(pk, rank) for pk, rank in (await store.search_index(or_match, CANDIDATES) if or_match else [])
-                 if pk not in hits]
-    best_or = or_ranked[0][1] if or_ranked else 0.0
-    # Each candidate's BM25 as a share of the best of the query that fetched it.
-    share_of = {pk: _bm25_share(rank, best_and) for pk, rank in partial}
-    share_of.update({pk: _bm25_share(rank, best_or) for pk, rank in or_ranked})
-    candidates = dict.fromkeys([pk for pk, _ in or_ranked] + [pk for pk, _ in partial])
-    rows.update(await store.ranking_rows([pk for pk in candidates if pk not in rows]))
-    texts = await store.indexed_texts(list(candidates))
+    fetched = [item for item in (await store.any_term_candidates(or_match, CANDIDATES) if or_match else [])
+               if item[0].pk not in hits]
+    best_or = fetched[0][0].rank if fetched else 0.0
+    texts = await store.indexed_texts([row.pk for row in partial]) if partial else {}
+    # (row, share of the best BM25 of the query that fetched it, signature keys, article keys)
+    candidates = [(row, _bm25_share(row.rank, best_or), signature, article) for row, signature, article in fetched]
+    candidates += [(row, _bm25_share(row.rank, best_and), *texts[row.pk]) for row in partial if row.pk in texts]
     weights = {w: math.log(1 + total / frequencies.get(w, 0.5)) for w in plan.words}
     total_weight = sum(weights.values())
     # Coverage carries natural language; similarity to a template carries pasted output, whose
     # words a wrong node's prose often shares. Calibrated on bench/search_eval.py.
     similarity_weight = 0.65 if plan.error_shaped else 0.35
-    for pk in candidates:
-        row, text = rows.get(pk), texts.get(pk)
-        if row is None or text is None:
+    for row, share, signature, article in candidates:
+        if row.pk in hits:
             continue
-        heading = f" {row.title_terms} {text[0]} "
-        body = f" {text[1]} "
+        heading = f" {row.title_terms} {signature} "
+        body = f" {article} "
         # A term in the title or signature says more about the node than one in its prose.
         found = {w: 1.0 if f" {w} " in heading else 0.6 for w in plan.words if f" {w} " in heading or f" {w} " in body}
         similarity = _similarity(plan, row.templates, row.title_terms)
@@ -249,11 +242,10 @@ async def find(store: Store, plan: QueryPlan, *, enough: int, ecosystem: str | N
             # Pasted output should also reproduce the node's own wording (`column` is not `relation`).
             similarity = 0.5 * similarity + 0.5 * _template_coverage(plan, row.templates, content_words=True)
         if 2 * len(found) >= len(plan.words):
-            coverage = sum(weights[w] * share for w, share in found.items()) / total_weight
-            hits[pk] = Hit(pk, "most_terms", (0.9 - similarity_weight) * coverage + similarity_weight * similarity
-                           + 0.1 * share_of[pk])
+            coverage = sum(weights[w] * weight for w, weight in found.items()) / total_weight
+            add(row, "most_terms", (0.9 - similarity_weight) * coverage + similarity_weight * similarity + 0.1 * share)
         elif similarity * 100 >= FUZZY_THRESHOLD:
-            hits[pk] = Hit(pk, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
+            add(row, "fuzzy", (similarity * 100 - FUZZY_THRESHOLD) / (100 - FUZZY_THRESHOLD))
     return _ordered(hits)
 
 
@@ -290,15 +282,13 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     match = any_of(words[:MAX_OR_TERMS])
     if match is None:
         return []
-    ranked = await store.search_index(match, 30)
-    rows = await store.ranking_rows([pk for pk, _ in ranked])
     title_keys = index_terms(document["title"])
     scored = []
-    for pk, row in rows.items():
+    for row, _, _ in await store.any_term_candidates(match, 30):
         score = max(max(fuzz.token_set_ratio(plan.main, t) for t in row.templates.split("\n")),
                     fuzz.token_set_ratio(title_keys, row.title_terms))
         if score >= threshold:
-            scored.append((row.ecosystem != document["ecosystem"], -score, pk))
+            scored.append((row.ecosystem != document["ecosystem"], -score, row.pk))
     scored.sort()
     by_pk = {row.pk: row for row in await store.get_nodes_by_pk([pk for _, _, pk in scored[: limit + 1]])}
     similar = []

@@ -97,10 +97,21 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
 
 @dataclass(frozen=True)
 class RankingRow:
+    """What search ranking reads of a candidate, without its full text."""
+
+    pk: int
     title_terms: str
     templates: str  # normalized, one per line
     ecosystem: str
     quoted_values: list[str]
+    rank: float  # the fetching query's BM25 (negative, lower is better); 0.0 when unranked
+
+
+RANKING_COLUMNS = "i.node_pk, i.title_terms, i.templates, n.ecosystem, n.quoted_values"
+
+
+def _ranking_row(row: Sequence[Any]) -> RankingRow:
+    return RankingRow(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
 
 
 @dataclass(frozen=True)
@@ -370,30 +381,68 @@ class Store:
         )
         return [_node_row(row) for row in rows]
 
-    async def search_index(self, match: str, limit: int) -> list[tuple[int, float]]:
-        """(node pk, bm25 rank) for an FTS5 MATCH expression built by the caller from quoted terms."""
-        rows = await self._fetchall(
-            "SELECT rowid, bm25(node_search, 10.0, 5.0, 1.0) FROM node_search WHERE node_search MATCH ? "
-            "ORDER BY bm25(node_search, 10.0, 5.0, 1.0) LIMIT ?",
-            (match, limit),
-        )
-        return [(row[0], row[1]) for row in rows]
+    async def signature_candidates(self, hashes: Sequence[str], quoted: list[str], limit: int) -> list[RankingRow]:
+        """Nodes matched exactly under any of `hashes`, those with the same quoted values first.
 
-    async def search_heads(self, match: str, limit: int, cap: int) -> list[tuple[int, float | None]]:
-        """(node pk, bm25 rank) of nodes whose title and signature hold every term of `match`.
+        A common error shape (`No module named '<*>'`) can match thousands of nodes; only the
+        best `limit` are read.
+        """
+        if not hashes:
+            return []
+        marks = ",".join("?" * len(hashes))
+        rows = await self._fetchall(
+            f"""SELECT {RANKING_COLUMNS}, 0.0 FROM node_index i JOIN nodes n ON n.pk = i.node_pk
+                WHERE i.node_pk IN (SELECT node_pk FROM node_signatures WHERE hash IN ({marks}))
+                ORDER BY n.quoted_values = ? DESC, i.node_pk LIMIT ?""",
+            [*hashes, json.dumps(quoted, ensure_ascii=False), limit],
+        )
+        return [_ranking_row(row) for row in rows]
+
+    async def every_term_candidates(self, match: str, limit: int, cap: int) -> list[RankingRow]:
+        """Nodes whose title and signature hold every term of `match`, best BM25 first.
 
         Ranking costs a read of every match, so past `cap` matches the terms are too common
-        to rank by: the first `cap` are returned unranked (rank None) for the caller to order.
+        to rank by: the first `cap` come back unranked (rank 0) for the caller to order.
         """
         matched = await self._fetchall("SELECT rowid FROM node_heads WHERE node_heads MATCH ? LIMIT ?", (match, cap + 1))
         if len(matched) > cap:
-            return [(row[0], None) for row in matched[:cap]]
+            rank, limit = "0.0", cap
+        else:
+            rank = "bm25(node_heads, 2.0, 1.0)"
+        # Rank inside the FTS query and join only the rows kept: joining first would read
+        # node_index and nodes for every match.
         rows = await self._fetchall(
-            "SELECT rowid, bm25(node_heads, 2.0, 1.0) FROM node_heads WHERE node_heads MATCH ? "
-            "ORDER BY bm25(node_heads, 2.0, 1.0) LIMIT ?",
+            f"""SELECT {RANKING_COLUMNS}, m.rank FROM
+                  (SELECT rowid AS pk, {rank} AS rank FROM node_heads WHERE node_heads MATCH ?
+                   ORDER BY rank, rowid LIMIT ?) AS m
+                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
+                ORDER BY m.rank, m.pk""",
             (match, limit),
         )
-        return [(row[0], row[1]) for row in rows]
+        return [_ranking_row(row) for row in rows]
+
+    async def any_term_candidates(self, match: str, limit: int) -> list[tuple[RankingRow, str, str]]:
+        """(row, signature keys, article keys) of the best BM25 matches of `match` in the full text."""
+        rows = await self._fetchall(
+            f"""SELECT {RANKING_COLUMNS}, m.rank, s.signature, s.article FROM
+                  (SELECT rowid AS pk, bm25(node_search, 10.0, 5.0, 1.0) AS rank FROM node_search
+                   WHERE node_search MATCH ? ORDER BY rank LIMIT ?) AS m
+                JOIN node_search s ON s.rowid = m.pk
+                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
+                ORDER BY m.rank, m.pk""",
+            (match, limit),
+        )
+        return [(_ranking_row(row), row[6], row[7]) for row in rows]
+
+    async def indexed_texts(self, pks: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """{pk: (signature keys, article keys)}: the indexed text, for checking term coverage."""
+        if not pks:
+            return {}
+        marks = ",".join("?" * len(pks))
+        rows = await self._fetchall(
+            f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
         """(document, status, version) of every node in id order."""
@@ -421,23 +470,6 @@ class Store:
 
     # -- search ------------------------------------------------------------------------
 
-    async def pks_with_signature(self, hashes: Sequence[str], quoted: list[str], limit: int) -> list[int]:
-        """Nodes matched exactly under any of `hashes`, those with the same quoted values first.
-
-        A common error shape (`No module named '<*>'`) can match thousands of nodes; only the
-        best `limit` are read further.
-        """
-        if not hashes:
-            return []
-        marks = ",".join("?" * len(hashes))
-        rows = await self._fetchall(
-            f"""SELECT DISTINCT s.node_pk, n.quoted_values = ? AS same FROM node_signatures s
-                JOIN nodes n ON n.pk = s.node_pk WHERE s.hash IN ({marks})
-                ORDER BY same DESC, s.node_pk LIMIT ?""",
-            [json.dumps(quoted, ensure_ascii=False), *hashes, limit],
-        )
-        return [row[0] for row in rows]
-
     async def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many nodes contain each term (absent terms are left out).
 
@@ -456,35 +488,14 @@ class Store:
             self._frequencies.update({term: int(found.get(term, 0)) for term in missing})
         return {term: self._frequencies[term] for term in terms if self._frequencies[term]}
 
+    async def count_nodes(self) -> int:
+        rows = await self._fetchall("SELECT count(*) FROM nodes")
+        return int(rows[0][0])
+
     async def indexed_node_count(self) -> int:
         rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
         return int(rows[0][0])
 
-    async def ranking_rows(self, pks: Sequence[int]) -> dict[int, RankingRow]:
-        """What ranking needs of each candidate, without its full text."""
-        if not pks:
-            return {}
-        marks = ",".join("?" * len(pks))
-        rows = await self._fetchall(
-            f"""SELECT i.node_pk, i.title_terms, i.templates, n.ecosystem, n.quoted_values
-                FROM node_index i JOIN nodes n ON n.pk = i.node_pk WHERE i.node_pk IN ({marks})""",
-            list(pks),
-        )
-        return {row[0]: RankingRow(row[1], row[2], row[3], json.loads(row[4])) for row in rows}
-
-    async def indexed_texts(self, pks: Sequence[int]) -> dict[int, tuple[str, str]]:
-        """{pk: (signature keys, article keys)}: the indexed text, for checking term coverage."""
-        if not pks:
-            return {}
-        marks = ",".join("?" * len(pks))
-        rows = await self._fetchall(
-            f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
-        )
-        return {row[0]: (row[1], row[2]) for row in rows}
-
-    async def count_nodes(self) -> int:
-        rows = await self._fetchall("SELECT count(*) FROM nodes")
-        return int(rows[0][0])
 
 
 async def _connect(path: str) -> aiosqlite.Connection:
