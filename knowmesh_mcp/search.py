@@ -27,14 +27,14 @@ from .analysis import decisive_lines, index_terms, looks_like_error, query_terms
 from .normalize import normalize_signature, quoted_values
 from .store import RankingRow, SearchRow, Store
 
-SEARCH_INDEX_VERSION = 3
+SEARCH_INDEX_VERSION = 4
 MAX_QUERY_CHARS = 10_000
 MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
 CANDIDATES = 60
 SIGNATURE_CANDIDATES = 60
-HEADS_RANK_CAP = 300  # more every-term matches than this are ordered by similarity alone
-RETRIEVAL_BUDGET = 1500  # rows the natural-language OR query may match before rarer terms must do
+HEADS_RANK_CAP = 120  # more every-term matches than this are ordered by similarity alone
+RETRIEVAL_BUDGET = 600  # rows the natural-language OR query may match before rarer terms must do
 ALL_TERMS_MIN_COVERAGE = 0.6  # below this share of a template's terms, an AND match is only "most terms"
 FUZZY_THRESHOLD = 72.0
 

@@ -248,8 +248,9 @@ class Writer:
             [(pks[i], r.title, r.signature) for i, r in rows],
         )
         await self.connection.executemany(
-            "INSERT OR IGNORE INTO node_signatures (hash, node_pk, source) VALUES (?, ?, ?)",
-            [(digest, pks[i], source) for i, r in rows for digest, source in r.signature_hashes],
+            """INSERT OR IGNORE INTO node_signatures (hash, node_pk, source, quoted_values)
+               SELECT ?, pk, ?, quoted_values FROM nodes WHERE pk = ?""",
+            [(digest, source, pks[i]) for i, r in rows for digest, source in r.signature_hashes],
         )
         await self.connection.executemany(
             "INSERT INTO node_index (node_pk, templates, title_terms) VALUES (?, ?, ?)",
@@ -390,11 +391,18 @@ class Store:
         if not hashes:
             return []
         marks = ",".join("?" * len(hashes))
+        # Same values first, then any; UNION ALL keeps that order and LIMIT stops the scan early.
         rows = await self._fetchall(
-            f"""SELECT {RANKING_COLUMNS}, 0.0 FROM node_index i JOIN nodes n ON n.pk = i.node_pk
-                WHERE i.node_pk IN (SELECT node_pk FROM node_signatures WHERE hash IN ({marks}))
-                ORDER BY n.quoted_values = ? DESC, i.node_pk LIMIT ?""",
-            [*hashes, json.dumps(quoted, ensure_ascii=False), limit],
+            f"""SELECT {RANKING_COLUMNS}, 0.0 FROM
+                  (SELECT node_pk AS pk, min(position) AS position FROM
+                     (SELECT node_pk, 0 AS position FROM node_signatures WHERE hash IN ({marks}) AND quoted_values = ?
+                      UNION ALL
+                      SELECT node_pk, 1 FROM node_signatures WHERE hash IN ({marks})
+                      LIMIT ?)
+                   GROUP BY node_pk) AS m
+                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
+                ORDER BY m.position, m.pk LIMIT ?""",
+            [*hashes, json.dumps(quoted, ensure_ascii=False), *hashes, 3 * limit, limit],
         )
         return [_ranking_row(row) for row in rows]
 

@@ -89,13 +89,16 @@ CREATE TABLE solution_revisions (
 );
 
 CREATE TABLE node_signatures (
-    hash    TEXT NOT NULL,
-    node_pk INTEGER NOT NULL REFERENCES nodes (pk),
-    source  TEXT NOT NULL CHECK (source IN ('error', 'template', 'alias')),
+    hash          TEXT NOT NULL,
+    node_pk       INTEGER NOT NULL REFERENCES nodes (pk),
+    source        TEXT NOT NULL CHECK (source IN ('error', 'template', 'alias')),
+    quoted_values TEXT NOT NULL,  -- the node's, copied so the same-values lookup is one index probe
     PRIMARY KEY (hash, node_pk, source)
 ) WITHOUT ROWID;
 
 CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
+
+CREATE INDEX node_signatures_by_values ON node_signatures (hash, quoted_values);
 
 CREATE TABLE node_index (
     node_pk     INTEGER PRIMARY KEY REFERENCES nodes (pk),
