@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -33,7 +34,8 @@ MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
 CANDIDATES = 60
 SIGNATURE_CANDIDATES = 60
-HEADS_RANK_CAP = 120  # more every-term matches than this are ordered by similarity alone
+HEADS_RANK_CAP = 120
+PARTIAL_CANDIDATES = 40  # every-term matches with too little of a template, re-judged by coverage  # more every-term matches than this are ordered by similarity alone
 RETRIEVAL_BUDGET = 600  # rows the natural-language OR query may match before rarer terms must do
 ALL_TERMS_MIN_COVERAGE = 0.6  # below this share of a template's terms, an AND match is only "most terms"
 FUZZY_THRESHOLD = 72.0
@@ -147,11 +149,15 @@ def _template_coverage(plan: QueryPlan, templates: str, *, content_words: bool =
     """
     query = set(plan.and_terms) | set(plan.words) if content_words else set(plan.and_terms)
     best = 0.0
-    for template in templates.split("\n"):
-        terms = set(query_terms(template, drop_stopwords=content_words))
+    for terms in _template_terms(templates, content_words):
         if terms:
             best = max(best, len(terms & query) / len(terms))
     return best
+
+
+@lru_cache(maxsize=16384)  # a node's templates are judged again for every query that fetches it
+def _template_terms(templates: str, drop_stopwords: bool) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(query_terms(t, drop_stopwords=drop_stopwords)) for t in templates.split("\n"))
 
 
 def _value_fit(plan: QueryPlan, quoted: list[str], title_keys: str) -> float:
@@ -217,9 +223,12 @@ async def find(store: Store, plan: QueryPlan, *, enough: int, ecosystem: str | N
 
     frequencies = await store.document_frequencies(plan.words)
     total = max(await store.indexed_node_count(), 1)
-    or_match = any_of(_retrieval_terms(plan.words, frequencies))
-    fetched = [item for item in (await store.any_term_candidates(or_match, CANDIDATES) if or_match else [])
-               if item[0].pk not in hits]
+    retrieving = _retrieval_terms(plan.words, frequencies)
+    or_match = any_of(retrieving)
+    affordable = sum(frequencies.get(w, 0) for w in retrieving) <= RETRIEVAL_BUDGET
+    fetched = [item for item in (await store.any_term_candidates(or_match, CANDIDATES, ranked=affordable)
+                                 if or_match else []) if item[0].pk not in hits]
+    partial = partial[:PARTIAL_CANDIDATES]
     best_or = fetched[0][0].rank if fetched else 0.0
     texts = await store.indexed_texts([row.pk for row in partial]) if partial else {}
     # (row, share of the best BM25 of the query that fetched it, signature keys, article keys)

@@ -429,12 +429,19 @@ class Store:
         )
         return [_ranking_row(row) for row in rows]
 
-    async def any_term_candidates(self, match: str, limit: int) -> list[tuple[RankingRow, str, str]]:
-        """(row, signature keys, article keys) of the best BM25 matches of `match` in the full text."""
+    async def any_term_candidates(
+        self, match: str, limit: int, *, ranked: bool = True
+    ) -> list[tuple[RankingRow, str, str]]:
+        """(row, signature keys, article keys) of the best BM25 matches of `match` in the full text.
+
+        Unranked, the first `limit` matches come back (rank 0): for terms so common that
+        ranking would read thousands of rows to order near-identical nodes.
+        """
+        rank = "bm25(node_search, 10.0, 5.0, 1.0)" if ranked else "0.0"
         rows = await self._fetchall(
             f"""SELECT {RANKING_COLUMNS}, m.rank, s.signature, s.article FROM
-                  (SELECT rowid AS pk, bm25(node_search, 10.0, 5.0, 1.0) AS rank FROM node_search
-                   WHERE node_search MATCH ? ORDER BY rank LIMIT ?) AS m
+                  (SELECT rowid AS pk, {rank} AS rank FROM node_search
+                   WHERE node_search MATCH ? ORDER BY rank, rowid LIMIT ?) AS m
                 JOIN node_search s ON s.rowid = m.pk
                 JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
                 ORDER BY m.rank, m.pk""",
