@@ -16,9 +16,10 @@ import snowballstemmer
 from .normalize import normalize_signature
 
 # Unicode letters and digits: the characters FTS5's unicode61 tokenizer keeps in a token, so a
-# term produced here is always a single FTS5 token and can be quoted safely.
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# term produced here is always a single FTS5 token and can be quoted safely. Longer runs are
+# split into pieces of at most MAX_TERM_LENGTH, alike on the index and the query side.
 MAX_TERM_LENGTH = 64
+_TOKEN = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}", re.UNICODE)
 
 SYNONYMS: dict[str, str] = {
     "mac": "macos",
@@ -65,13 +66,13 @@ def term_key(token: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """Lowercase alphanumeric tokens of `text`, each capped in length."""
-    return [match.group(0)[:MAX_TERM_LENGTH] for match in _TOKEN.finditer(text.lower())]
+    """Lowercase alphanumeric tokens of `text`, each at most MAX_TERM_LENGTH long."""
+    return _TOKEN.findall(text.lower())
 
 
 def index_terms(text: str) -> str:
     """The text as FTS5 stores it: every token replaced by its key, order kept."""
-    return " ".join(term_key(token) for token in tokens(text))
+    return " ".join(map(term_key, tokens(text)))
 
 
 def query_terms(text: str, *, drop_stopwords: bool, limit: int = 32) -> list[str]:

@@ -54,9 +54,13 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     signature = document["signature"]
     content = document["content"]
     hashes: set[tuple[str, str]] = set()
-    for text, source in [(signature["error"], "error"), (signature.get("template") or "", "template"),
-                         *((alias, "alias") for alias in signature.get("aliases", []))]:
-        hashes.update((digest(key), source) for key in signature_keys(text) if text)
+    error_keys = signature_keys(signature["error"])
+    hashes.update((digest(key), "error") for key in error_keys)
+    template = signature.get("template") or ""
+    if template and template not in error_keys:  # a derived template is the normalized error itself
+        hashes.update((digest(key), "template") for key in signature_keys(template))
+    for alias in signature.get("aliases", []):
+        hashes.update((digest(key), "alias") for key in signature_keys(alias))
     parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", [])]
     for solution in content["solutions"]:
         parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution.get("env", []),

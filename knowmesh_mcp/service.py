@@ -92,8 +92,9 @@ def require_node_id(node_id: str) -> str:
 
 def behavior_hash(solution: dict[str, Any]) -> str:
     """What a solution does: its fix steps and verify block. Metadata edits leave it unchanged."""
-    behavior = {"fix": solution["fix"], "verify": solution["verify"]}
-    return hashlib.sha256(canonical_json(behavior).encode("utf-8")).hexdigest()
+    verify = solution["verify"]
+    behavior = "\x1e".join([*solution["fix"], "\x1d", verify["command"], verify.get("expected") or ""])
+    return hashlib.sha256(behavior.encode("utf-8")).hexdigest()
 
 
 def check_overlaps(document: NodeDocument) -> None:

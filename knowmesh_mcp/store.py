@@ -229,16 +229,19 @@ class Writer:
             [(n.id, sid, n.solution_revisions[sid], digest, now)
              for n in nodes for sid, digest in n.solution_hashes.items()],
         )
-        await self.write_search_rows([(n.id, n.index) for n in nodes])
+        await self.write_search_rows([(n.id, n.index) for n in nodes], fresh=True)
 
-    async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]]) -> None:
-        """(Re)write the index rows of existing nodes."""
+    async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None:
+        """(Re)write the index rows of existing nodes; `fresh` nodes have none to remove first."""
         if not rows:
             return
         pks = await self._pks([node_id for node_id, _ in rows])
-        for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_signatures", "node_pk"),
-                              ("node_index", "node_pk")):
-            await self.connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows])
+        if not fresh:
+            for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_signatures", "node_pk"),
+                                  ("node_index", "node_pk")):
+                await self.connection.executemany(
+                    f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows]
+                )
         await self.connection.executemany(
             "INSERT INTO node_search (rowid, title, signature, article) VALUES (?, ?, ?, ?)",
             [(pks[i], r.title, r.signature, r.article) for i, r in rows],
@@ -519,6 +522,7 @@ async def _connect(path: str) -> aiosqlite.Connection:
     await connection.execute("PRAGMA journal_mode = WAL")
     await connection.execute("PRAGMA synchronous = NORMAL")
     await connection.execute("PRAGMA foreign_keys = ON")
+    await connection.execute("PRAGMA cache_size = -32000")  # 32 MB: FTS segment writes stay in memory
     return connection
 
 
