@@ -28,7 +28,7 @@ from .analysis import decisive_lines, index_terms, looks_like_error, query_terms
 from .normalize import normalize_signature, quoted_values
 from .store import RankingRow, SearchRow, Store
 
-SEARCH_INDEX_VERSION = 4
+SEARCH_INDEX_VERSION = 5
 MAX_QUERY_CHARS = 10_000
 MAX_AND_TERMS = 24
 MAX_OR_TERMS = 12
