@@ -127,8 +127,12 @@ def build_app(
         return JSONResponse(page, headers=TRUST_HEADER)
 
     async def node_routes(request: Request) -> Response:
-        """/v1/nodes/{ecosystem}/{slug}[.md] and /v1/nodes/{ecosystem}/{slug}/versions/{version}[.md]."""
+        """/v1/nodes/{ecosystem}/{slug}[.md], .../versions/{version}[.md], .../article[/revisions]."""
         rest: str = request.path_params["rest"]
+        if rest.endswith("/article") or rest.endswith("/article/revisions"):
+            return await article_routes(request, rest)
+        if request.method != "GET":
+            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
         markdown = rest.endswith(".md")
         if markdown:
             rest = rest[: -len(".md")]
@@ -145,6 +149,51 @@ def build_app(
             node_id = require_node_id(rest)
             result = await current().read_node(node_id, read)
         return read_response(request, result, markdown=markdown)
+
+    async def article_routes(request: Request, rest: str) -> Response:
+        history = rest.endswith("/revisions")
+        node_id = require_node_id(rest.removesuffix("/revisions").removesuffix("/article"))
+        service = current()
+        if request.method == "GET" and not history:
+            result = await service.read_article(node_id)
+            return read_response(request, result, markdown=False)
+        if request.method == "GET":
+            params = request.query_params
+            body = await service.article_history(
+                node_id, from_revision=params.get("from_revision"), to_revision=params.get("to_revision")
+            )
+            return JSONResponse(body, headers=TRUST_HEADER)
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        payload = await read_json(request)
+        if not isinstance(payload, dict):
+            raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
+        if request.method == "PATCH" and not history:
+            result = await service.patch_article(
+                node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
+                agent=payload.get("agent"), summary=payload.get("summary"),
+            )
+        elif request.method == "POST" and history:
+            result = await service.revise_article(
+                node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
+                agent=payload.get("agent"), summary=payload.get("summary"),
+            )
+        else:
+            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+        return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def undo(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        payload = await read_json(request)
+        if not isinstance(payload, dict):
+            raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
+        result = await current().undo_edit(
+            request.path_params["revision_id"], undo_token=token.strip() if scheme.lower() == "bearer" else None,
+            agent=payload.get("agent"), summary=payload.get("summary"),
+        )
+        return JSONResponse(result, headers=TRUST_HEADER)
 
     async def search(request: Request) -> Response:
         params = request.query_params
@@ -174,7 +223,8 @@ def build_app(
         Route("/v1/search", search, methods=["GET"]),
         Route("/v1/nodes", list_nodes, methods=["GET"]),
         Route("/v1/nodes", create_node, methods=["POST"]),
-        Route("/v1/nodes/{rest:path}", node_routes, methods=["GET"]),
+        Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),
+        Route("/v1/article-revisions/{revision_id}/undo", undo, methods=["POST"]),
     ]
     if mcp_app is not None:
         routes += list(mcp_app.routes)

@@ -121,7 +121,97 @@ def build_mcp_server(get_service: ServiceGetter, *, read_only: bool = False, loc
 
         return await run_tool(call())  # type: ignore[return-value]
 
+    @server.tool(
+        name="article_history",
+        title="Article history",
+        description=(
+            "List every revision of an article (author, summary, field-level changes), or pass "
+            "`from_revision` and `to_revision` to get the field-level difference between two revisions. "
+            "Use it after a 409 revision_conflict to see what changed, or to find a revision to undo."
+        ),
+        annotations=READ,
+    )
+    async def article_history(
+        id: Annotated[str, Field(description="Node id, {ecosystem}/{slug}")],
+        from_revision: Annotated[int | None, Field(ge=1, description="Diff from this revision")] = None,
+        to_revision: Annotated[int | None, Field(ge=1, description="Diff to this revision (default: current)")] = None,
+    ) -> dict[str, Any]:
+        return await run_tool(get_service().article_history(id, from_revision=from_revision, to_revision=to_revision))  # type: ignore[return-value]
+
     if not read_only:
+
+        @server.tool(
+            name="patch_article",
+            title="Edit an article",
+            description=(
+                "Improve an existing article in place: JSON Pointer `set`/`remove` ops, published at once as a "
+                "new revision. Send the `revision` you read as `base_revision` (a stale one gets 409 "
+                "revision_conflict with the changes since). Address answers by id: "
+                "/content/solutions/<id>/fix/1; /content/solutions/- adds an answer; arrays keep base indices, "
+                "/- appends. The response has an `undo_token`: keep it to undo your own edit with `undo_edit`."
+            ),
+            annotations=APPEND,
+        )
+        async def patch_article(
+            id: Annotated[str, Field(description="Node id, {ecosystem}/{slug}")],
+            base_revision: Annotated[int, Field(ge=1, description="The article revision you read")],
+            ops: Annotated[list[dict[str, Any]], Field(description='[{"op": "set", "path": "/content/solutions/gnu-sed/fix/1", "value": "..."}, {"op": "remove", "path": "..."}]')],
+            summary: Annotated[str, Field(description="One line: what the edit changes")],
+            agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+        ) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                return await get_service().patch_article(
+                    id, base_revision=base_revision, ops=ops, agent=await default_agent(agent), summary=summary
+                )
+
+            return await run_tool(call())  # type: ignore[return-value]
+
+        @server.tool(
+            name="revise_article",
+            title="Replace an article",
+            description=(
+                "Publish a complete replacement of an article (prefer `patch_article` for focused edits). Send "
+                "the whole document you read from `read_article`'s `article`, edited, with its `base_revision`. "
+                "Validated like a new node; identity fields cannot change. Returns an `undo_token`."
+            ),
+            annotations=APPEND,
+        )
+        async def revise_article(
+            id: Annotated[str, Field(description="Node id, {ecosystem}/{slug}")],
+            base_revision: Annotated[int, Field(ge=1, description="The article revision you read")],
+            article: Annotated[dict[str, Any], Field(description="The complete node document")],
+            summary: Annotated[str, Field(description="One line: what the edit changes")],
+            agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+        ) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                return await get_service().revise_article(
+                    id, base_revision=base_revision, article=article, agent=await default_agent(agent), summary=summary
+                )
+
+            return await run_tool(call())  # type: ignore[return-value]
+
+        @server.tool(
+            name="undo_edit",
+            title="Undo an edit",
+            description=(
+                "Undo one of your edits with the `revision_id` and one-time `undo_token` its response gave you. "
+                "Appends a reverse revision (history is never deleted); refused with 409 undo_conflict when a "
+                "later edit changed the same fields."
+            ),
+            annotations=APPEND,
+        )
+        async def undo_edit(
+            revision_id: Annotated[str, Field(description="The revision_id of the edit to undo")],
+            undo_token: Annotated[str, Field(description="The undo_token returned with that edit")],
+            summary: Annotated[str, Field(description="One line: why you undo it")],
+            agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+        ) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                return await get_service().undo_edit(
+                    revision_id, undo_token=undo_token, agent=await default_agent(agent), summary=summary
+                )
+
+            return await run_tool(call())  # type: ignore[return-value]
 
         @server.tool(
             name="create_node",

@@ -149,11 +149,140 @@ class NewNode:
     changes_json: str
 
 
+@dataclass(frozen=True)
+class Edit:
+    """Everything one article edit writes, prepared by the caller inside the transaction."""
+
+    node_id: str
+    title: str
+    version: str
+    document_json: str
+    solution_revisions: dict[str, int]
+    new_solution_revisions: list[tuple[str, int, str]]  # (solution id, revision, behaviour hash)
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    index: SearchRow
+    revision_id: str
+    revision: int
+    kind: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes_json: str
+    undo_token_hash: str
+    reverts_revision_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    revision_id: str
+    node_id: str
+    revision: int
+    parent_revision: int | None
+    kind: str
+    version: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes: list[dict[str, Any]]
+    reverts_revision_id: str | None
+    created_at: str
+
+
+REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model, summary,
+    changes, reverts_revision_id, created_at"""
+
+
+def _revision_row(row: Sequence[Any]) -> RevisionRow:
+    return RevisionRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                       json.loads(row[9]), row[10], row[11])
+
+
 class Writer:
     """The SQL of one write transaction. Only `Store.write()` makes one."""
 
     def __init__(self, connection: aiosqlite.Connection):
         self.connection = connection
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self.connection.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
+        """(current revision, current document, status) read inside the write transaction."""
+        rows = await self._all(
+            """SELECT n.current_revision, v.document, n.status FROM nodes n
+               JOIN node_versions v ON v.version = n.current_version WHERE n.id = ?""",
+            (node_id,),
+        )
+        return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
+
+    async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]:
+        rows = await self._all(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = ? AND revision > ? ORDER BY revision",
+            (node_id, revision),
+        )
+        return [_revision_row(row) for row in rows]
+
+    async def revision(self, revision_id: str) -> RevisionRow | None:
+        rows = await self._all(f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = ?", (revision_id,))
+        return _revision_row(rows[0]) if rows else None
+
+    async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:
+        """{solution id: {behaviour hash: revision}} of every behaviour a solution ever had."""
+        known: dict[str, dict[str, int]] = {}
+        for solution_id, digest, revision in await self._all(
+            "SELECT solution_id, behavior_hash, revision FROM solution_revisions WHERE node_id = ?", (node_id,)
+        ):
+            known.setdefault(solution_id, {})[digest] = revision
+        return known
+
+    async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
+        """(token hash, used_at) of a revision's undo token."""
+        rows = await self._all("SELECT token_hash, used_at FROM undo_tokens WHERE revision_id = ?", (revision_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    async def spend_undo_token(self, revision_id: str) -> bool:
+        """Mark a token used; False when another undo spent it first."""
+        cursor = await self.connection.execute(
+            "UPDATE undo_tokens SET used_at = ? WHERE revision_id = ? AND used_at IS NULL", (utc_now(), revision_id)
+        )
+        return cursor.rowcount == 1
+
+    async def apply_edit(self, edit: Edit) -> str:
+        """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
+        now = utc_now()
+        await self.connection.execute(
+            """UPDATE nodes SET title = ?, current_version = ?, current_revision = ?, has_answer = ?,
+                   signature_hash = ?, quoted_values = ?, updated_at = ?,
+                   change_seq = (SELECT max(change_seq) + 1 FROM nodes)
+               WHERE id = ?""",
+            (edit.title, edit.version, edit.revision, int(edit.has_answer), edit.signature_hash,
+             json.dumps(edit.quoted_values, ensure_ascii=False), now, edit.node_id),
+        )
+        await self.connection.execute(
+            """INSERT OR IGNORE INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            (edit.version, edit.node_id, edit.document_json, json.dumps(edit.solution_revisions), now),
+        )
+        await self.connection.execute(
+            """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
+                   agent_id, model, summary, changes, reverts_revision_id, created_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (edit.revision_id, edit.node_id, edit.revision, edit.revision - 1, edit.kind, edit.version,
+             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now),
+        )
+        await self.connection.execute(
+            "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (?, ?)", (edit.revision_id, edit.undo_token_hash)
+        )
+        await self.connection.executemany(
+            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            [(edit.node_id, sid, revision, digest, now) for sid, revision, digest in edit.new_solution_revisions],
+        )
+        await self.write_search_rows([(edit.node_id, edit.index)])
+        return now
 
     async def current_revision(self, node_id: str) -> int:
         async with self.connection.execute("SELECT current_revision FROM nodes WHERE id = ?", (node_id,)) as cursor:
@@ -461,6 +590,21 @@ class Store:
             f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
         )
         return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def revisions(self, node_id: str) -> list[RevisionRow]:
+        rows = await self._fetchall(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = ? ORDER BY revision", (node_id,)
+        )
+        return [_revision_row(row) for row in rows]
+
+    async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
+        """The document an article revision published."""
+        rows = await self._fetchall(
+            """SELECT v.document FROM article_revisions r JOIN node_versions v ON v.version = r.version
+               WHERE r.node_id = ? AND r.revision = ?""",
+            (node_id, revision),
+        )
+        return json.loads(rows[0][0]) if rows else None
 
     async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
         """(document, status, version) of every node in id order."""
