@@ -457,7 +457,7 @@ class Service(ArticleEditing):
             await service._reindex_if_analysis_changed()
             if store.created and seed:
                 documents = load_documents([store_dir() / "starter"])
-                await service.import_documents(documents, kind="import", summary="Starter corpus")
+                await service.import_documents(documents, summary="Starter corpus")
         except BaseException:
             await store.close()
             raise
@@ -698,7 +698,7 @@ class Service(ArticleEditing):
         documents: Iterable[tuple[str, Any]],
         *,
         dry_run: bool = False,
-        kind: str = "import",
+        kind: str = "create",
         summary: str = "Imported",
     ) -> ImportReport:
         """Create every valid document whose id is absent; report the rest with reasons.

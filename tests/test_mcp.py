@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -147,7 +148,11 @@ async def test_article_resource(service, make_doc):
 
 
 def stdio_params(db_path: str, *extra: str) -> StdioServerParameters:
+    """The installed `knowmesh-mcp` console script, as a client would start it (module form as fallback)."""
     env = {"KNOWMESH_DB": db_path, "PYTHONPATH": os.pathsep.join(sys.path), "KNOWMESH_AGENT_ID": "stdio-agent"}
+    script = shutil.which("knowmesh-mcp")
+    if script:
+        return StdioServerParameters(command=script, args=list(extra), env=env)
     return StdioServerParameters(command=sys.executable, args=["-m", "knowmesh_mcp.cli", *extra], env=env)
 
 
