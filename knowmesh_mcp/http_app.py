@@ -195,6 +195,14 @@ def build_app(
         )
         return JSONResponse(result, headers=TRUST_HEADER)
 
+    async def feedback(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        payload = await read_json(request)
+        client = request.client.host if request.client else None
+        accepted = await current().report_outcome(payload, ip_hash=await current().ip_hash(client))
+        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -221,6 +229,7 @@ def build_app(
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/feedback", feedback, methods=["POST"]),
         Route("/v1/nodes", list_nodes, methods=["GET"]),
         Route("/v1/nodes", create_node, methods=["POST"]),
         Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),

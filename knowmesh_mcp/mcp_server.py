@@ -214,6 +214,38 @@ def build_mcp_server(get_service: ServiceGetter, *, read_only: bool = False, loc
             return await run_tool(call())  # type: ignore[return-value]
 
         @server.tool(
+            name="report_outcome",
+            title="Report an outcome",
+            description=(
+                "After you ran an answer's fix steps AND its verify command, report what happened: `solved` "
+                "(with evidence.exit_code 0), `failed` (with reason and your env), `env_mismatch` (the answer is "
+                "not for your machine) or `dangerous` (with reason). Outcomes are evidence: two independent "
+                "agents make an answer verified or known-failed in an environment. Never report without running it."
+            ),
+            annotations=APPEND,
+        )
+        async def report_outcome(
+            node: Annotated[str, Field(description="Node id you read")],
+            solution: Annotated[str, Field(description="The answer's solution id")],
+            outcome: Annotated[str, Field(description="solved | failed | env_mismatch | dangerous")],
+            env: Annotated[dict[str, Any], Field(description='{"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}')],
+            revision: Annotated[int | None, Field(ge=1, description="The solution revision you ran (default: current)")] = None,
+            node_version: Annotated[str | None, Field(description="The node version you read")] = None,
+            evidence: Annotated[dict[str, Any] | None, Field(description='{"verify": command, "exit_code": 0}')] = None,
+            reason: Annotated[str | None, Field(description="What happened (required for failed and dangerous)")] = None,
+            note: Annotated[str | None, Field(description="Anything the next agent should know")] = None,
+            agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+        ) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                report = {"node": node, "solution": solution, "outcome": outcome, "env": env, "evidence": evidence or {},
+                          "reason": reason, "note": note, "agent": await default_agent(agent), "node_version": node_version}
+                if revision is not None:
+                    report["revision"] = revision
+                return await get_service().report_outcome(report)
+
+            return await run_tool(call())  # type: ignore[return-value]
+
+        @server.tool(
             name="create_node",
             title="Publish a new problem",
             description=(

@@ -116,3 +116,46 @@ def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str,
                             "unsolved. If you solve it later, add the answer with patch_article "
                             "(path /content/solutions/-); other agents' outcomes then make it verified.",
     }
+
+
+def report_failed_solution(node_id: str, solution: dict[str, Any], env: dict[str, Any] | None) -> dict[str, Any]:
+    """report_outcome of a failure of the blocked answer, by id and revision."""
+    body = {
+        "node": node_id,
+        "solution": solution["id"],
+        "revision": solution["revision"],
+        "outcome": "failed",
+        "env": environment_placeholder(env),
+        "reason": "<what happened when you ran the fix and its verify command>",
+        "agent": AGENT_PLACEHOLDER,
+    }
+    return _request("POST", "/v1/feedback", body, "report_outcome", body)
+
+
+def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -> dict[str, Any]:
+    """patch_article rewriting a blocked answer in place, so its failure history stays attached."""
+    body = {
+        "base_revision": base_revision,
+        "ops": [
+            {"op": "set", "path": f"/content/solutions/{solution['id']}/fix", "value": ["<working first step>", "<next step>"]},
+            {"op": "set", "path": f"/content/solutions/{solution['id']}/verify",
+             "value": {"command": "<command that fails before the fix and passes after>", "expected": "exit 0"}},
+        ],
+        "agent": AGENT_PLACEHOLDER,
+        "summary": "Replace the answer that failed for this environment",
+    }
+    return _request("PATCH", f"/v1/nodes/{node_id}/article", body, "patch_article", {"id": node_id, **body})
+
+
+def blocked(node_id: str, base_revision: int, env: dict[str, Any] | None, solution: dict[str, Any]) -> dict[str, Any]:
+    """The `next` block when every applicable answer is known to fail in the reader's environment."""
+    return {
+        "reason": "no_known_working_solution",
+        "message": "Every answer for this environment was reported failed by two independent agents. "
+                   "Do not retry it: if you find a working fix, replace the answer; report what you tried.",
+        "report_failed_attempt": report_failed_attempt(node_id, env),
+        "report_failed_solution": report_failed_solution(node_id, solution, env),
+        "patch_article": replace_answer(node_id, base_revision, solution),
+        "candidate_state": "draft",
+        "candidate_note": CANDIDATE_NOTE,
+    }

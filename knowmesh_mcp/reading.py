@@ -8,10 +8,12 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from . import next_steps
 from .environment import Environment, Scope, match_rank, parse_constraint, parse_env, scope_matches, solution_scope
+from .evidence import Evidence, best_answer_state, stats_view
 from .errors import KnowmeshError, bad_parameter
 
 # ?fields= values of the spec, and the sections each one selects.
@@ -51,19 +53,6 @@ def sections_for(fields: list[str] | None) -> set[str] | None:
     return {section for field in fields for section in FIELD_SECTIONS[field]}
 
 
-def stats_placeholder() -> dict[str, Any]:
-    """The node-wide stats row before any evidence exists (filled by the evidence issue)."""
-    return {
-        "success_score": None,
-        "sample_size": 0,
-        "solved": 0,
-        "failed": 0,
-        "low_confidence": True,
-        "last_verified": None,
-        "stale": True,
-    }
-
-
 @dataclass(frozen=True)
 class ReadRequest:
     env: Environment | None = None
@@ -73,14 +62,47 @@ class ReadRequest:
     include: tuple[str, ...] = ()
 
 
-def scoped_solutions(document: dict[str, Any], revisions: dict[str, int]) -> list[tuple[dict[str, Any], Scope]]:
-    """Each solution as served (with its revision and state) beside its answer scope."""
+def scoped_solutions(
+    document: dict[str, Any], revisions: dict[str, int], evidence: Evidence | None = None, env: Environment | None = None
+) -> list[tuple[dict[str, Any], Scope]]:
+    """Each solution as served (with its revision and evidence state) beside its answer scope."""
     node_environment = document["signature"].get("environment", [])
-    return [
-        ({**solution, "revision": revisions.get(solution["id"], 1), "answer_state": "draft"},
-         solution_scope(solution.get("env", []), node_environment))
-        for solution in document["content"]["solutions"]
-    ]
+    evidence = evidence or Evidence()
+    cluster = env.cluster() if env else None
+    scoped = []
+    for solution in document["content"]["solutions"]:
+        revision = revisions.get(solution["id"], 1)
+        served = {**solution, "revision": revision,
+                  "answer_state": evidence.solution_state(solution["id"], revision, cluster)}
+        row = evidence.stats(solution["id"], revision, cluster)
+        if row is not None:
+            served["evidence"] = {"failure_state": row.failure_state, "solved_agents": row.solved_agents,
+                                  "failed_agents": row.failed_agents, "cluster": row.cluster or "all"}
+        scoped.append((served, solution_scope(solution.get("env", []), node_environment)))
+    return scoped
+
+
+def known_failed(solution: dict[str, Any], env: Environment | None) -> bool:
+    """Known-failed in the reader's own cluster: then its steps are not served for that machine."""
+    return env is not None and solution.get("evidence", {}).get("cluster") == env.cluster() \
+        and solution["evidence"]["failure_state"] == "known_failed"
+
+
+def failed_entry(solution: dict[str, Any]) -> dict[str, Any]:
+    evidence = solution["evidence"]
+    return {"solution": solution["id"], "revision": solution["revision"], "environment": evidence["cluster"],
+            "state": evidence["failure_state"], "failed_agents": evidence["failed_agents"],
+            "solved_agents": evidence["solved_agents"]}
+
+
+def choose_answer(
+    solutions: list[tuple[dict[str, Any], Scope]], env: Environment
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the one usable answer for env, the applicable answers that are known to fail there)."""
+    applicable = [(s, scope) for s, scope in solutions if scope_matches(scope, env)]
+    blocked = [s for s, _ in applicable if known_failed(s, env)]
+    usable = [(s, scope) for s, scope in applicable if not known_failed(s, env)]
+    return best_for_env(usable, env), blocked
 
 
 def best_for_env(solutions: list[tuple[dict[str, Any], Scope]], env: Environment) -> dict[str, Any] | None:
@@ -126,9 +148,10 @@ def environment_match(document: dict[str, Any], solutions: list[tuple[dict[str, 
 
 
 def _select_solutions(
-    document: dict[str, Any], revisions: dict[str, int], request: ReadRequest
-) -> list[dict[str, Any]]:
-    solutions = scoped_solutions(document, revisions)
+    document: dict[str, Any], revisions: dict[str, int], request: ReadRequest, evidence: Evidence
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(solutions to serve, answers withheld as known-failed for the reader's environment)."""
+    solutions = scoped_solutions(document, revisions, evidence, request.env)
     if request.solution is not None:
         chosen = [s for s, _ in solutions if s["id"] == request.solution]
         if not chosen:
@@ -136,11 +159,11 @@ def _select_solutions(
                 404, "solution_not_found", f"node {document['id']!r} has no solution {request.solution!r}",
                 field="solution", solutions=[s["id"] for s, _ in solutions],
             )
-        return chosen
+        return chosen, []
     if request.env is None:
-        return [s for s, _ in solutions]
-    chosen = best_for_env(solutions, request.env)
-    return [chosen] if chosen else []
+        return [s for s, _ in solutions], []
+    chosen, blocked = choose_answer(solutions, request.env)
+    return ([chosen] if chosen else []), blocked
 
 
 def article_view(
@@ -153,12 +176,16 @@ def article_view(
     created_at: str,
     updated_at: str,
     request: ReadRequest,
+    evidence: Evidence | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The JSON read of spec section 2 for one stored document."""
     node_id = document["id"]
     content = document["content"]
+    evidence = evidence or Evidence()
+    now = now or datetime.now(UTC)
     has_answer = bool(content["solutions"])
-    solutions = _select_solutions(document, solution_revisions, request)
+    solutions, blocked = _select_solutions(document, solution_revisions, request, evidence)
     usable = bool(solutions)
     sections = sections_for(request.fields)
 
@@ -195,18 +222,20 @@ def article_view(
         "html_path": f"/nodes/{node_id}",
         "trust": "untrusted-data",
         "has_answer": has_answer,
-        "answer_state": "draft",
+        "answer_state": best_answer_state([s["answer_state"] for s in solutions] or [b["answer_state"] for b in blocked]),
         "no_known_working_solution": has_answer and not usable and request.solution is None,
+        "failed_solutions": [failed_entry(b) for b in blocked],
         "env": request.env.to_dict() if request.env else None,
         "signature": document["signature"],
         "content": view_content,
     }
+    cluster = request.env.cluster() if request.env else None
     if sections is None or "outcomes" in sections:
-        body["stats"] = stats_placeholder()
+        body["stats"] = stats_view(evidence.stats("", 0, cluster), now)
     if not usable and request.solution is None:
-        body["next"] = next_steps.unanswered(
-            node_id, revision, request.env.to_dict() if request.env else None, has_answer=has_answer
-        )
+        env_view = request.env.to_dict() if request.env else None
+        body["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
+                        else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
     return body
 
 
@@ -316,19 +345,25 @@ def search_result(
     env: Environment | None,
     tier: str,
     document_size: int,
+    evidence: Evidence,
+    now: datetime,
 ) -> dict[str, Any]:
-    """One search result: the node's identity, how it matched, and its one best answer."""
+    """One search result: the node's identity, how it matched, and its one best answer.
+
+    A known-failed answer is never recommended: it is listed in `failed_solutions` instead.
+    """
     node_id = row_document["id"]
-    solutions = scoped_solutions(row_document, solution_revisions)
+    solutions = scoped_solutions(row_document, solution_revisions, evidence, env)
     has_answer = bool(solutions)
+    blocked: list[dict[str, Any]] = []
     if env is None:
         solution = solutions[0][0] if solutions else None
         env_match = env_score = None
     else:
-        solution = best_for_env(solutions, env)
+        solution, blocked = choose_answer(solutions, env)
         env_match = environment_match(row_document, solutions, env)
         env_score = round(0.5 * (solution is not None) + 0.5 * (0.5 if env_match is None else env_match), 3)
-    stats = stats_placeholder()
+    stats = stats_view(evidence.stats("", 0, env.cluster() if env else None), now)
     result: dict[str, Any] = {
         "id": node_id,
         "title": row_document["title"],
@@ -347,8 +382,8 @@ def search_result(
         "solution": solution,
         "has_answer": has_answer,
         "no_known_working_solution": has_answer and solution is None,
-        "failed_solutions": [],
-        "answer_state": "draft",
+        "failed_solutions": [failed_entry(b) for b in blocked],
+        "answer_state": solution["answer_state"] if solution else best_answer_state([b["answer_state"] for b in blocked]),
         "sample_size": stats["sample_size"],
         "low_confidence": stats["low_confidence"],
         "last_verified": stats["last_verified"],
@@ -357,5 +392,7 @@ def search_result(
         "trust": "untrusted-data",
     }
     if solution is None:
-        result["next"] = next_steps.unanswered(node_id, revision, env.to_dict() if env else None, has_answer=has_answer)
+        env_view = env.to_dict() if env else None
+        result["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
+                          else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
     return result

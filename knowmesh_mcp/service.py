@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sqlite3
+from datetime import UTC, datetime
 import hashlib
 import hmac
 import json
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from . import next_steps
-from .environment import Environment, describe_scope, parse_env, scopes_overlap, solution_scope
+from .environment import Environment, describe_scope, env_from_mapping, parse_env, scopes_overlap, solution_scope
+from .evidence import OUTCOMES, Evidence, node_stats
 from .errors import KnowmeshError, bad_parameter, not_found
 from .markdown import render_article
 from .model import (
@@ -44,7 +47,7 @@ from .reading import (
 )
 from .search import SEARCH_INDEX_VERSION, TIERS, QueryPlan, find, index_row, similar_nodes
 from .articles import apply_ops, field_changes, revert_changes
-from .store import Edit, NewNode, RevisionRow, Store, Writer, store_dir
+from .store import Edit, NewNode, RevisionRow, StatsRow, Store, Writer, store_dir, utc_now
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
@@ -424,6 +427,8 @@ class ArticleEditing:
             reverts_revision_id=reverts,
         )
         created_at = await tx.apply_edit(edit)
+        # Evidence stays with each solution revision; the node-wide rows follow the current answers.
+        await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), revisions, datetime.now(UTC)))
         return {
             "id": node_id, "revision_id": edit.revision_id, "revision": revision, "parent_revision": current_revision,
             "kind": kind, "version": prepared.version, "undo_token": token, "changes": changes,
@@ -442,7 +447,124 @@ def _revision_param(name: str, value: Any, current: int) -> int:
     return number
 
 
-class Service(ArticleEditing):
+class OutcomeReporting:
+    """Mixed into Service: outcome reports and the evidence they derive (protocol section 4)."""
+
+    store: Store
+
+    async def ip_hash(self, address: str | None) -> str | None:
+        """A keyed hash of a client address (secret made once per database); never the address."""
+        if not address:
+            return None
+        secret = await self.store.get_meta("ip_hash_secret")
+        if secret is None:
+            async with self.store.write() as tx:
+                await tx.connection.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('ip_hash_secret', ?)", (secrets.token_hex(32),)
+                )
+            secret = await self.store.get_meta("ip_hash_secret")
+        assert secret is not None
+        return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
+
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
+        if not isinstance(report, dict):
+            raise KnowmeshError(400, "invalid_feedback", "the report must be a JSON object", field="/")
+        outcome = report.get("outcome")
+        if outcome not in OUTCOMES:
+            raise bad_parameter("outcome", f"outcome must be one of {', '.join(OUTCOMES)}", code="invalid_outcome")
+        node_id = report.get("node")
+        if not isinstance(node_id, str):
+            raise bad_parameter("node", "node is required: the node id you read", code="invalid_feedback")
+        require_node_id(node_id)
+        solution_id = report.get("solution")
+        if not isinstance(solution_id, str) or not solution_id:
+            raise bad_parameter("solution", "solution is required: the id of the answer you ran", code="invalid_feedback")
+        env_object = report.get("env") if isinstance(report.get("env"), dict) else {}
+        environment = env_from_mapping(env_object)
+        agent = report.get("agent")
+        agent_id = agent.get("id") if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip() else None
+        model = agent.get("model") if isinstance(agent, dict) and isinstance(agent.get("model"), str) else None
+        evidence_object = report.get("evidence") if isinstance(report.get("evidence"), dict) else {}
+        exit_code = evidence_object.get("exit_code")
+        reason = report.get("reason") if isinstance(report.get("reason"), str) and report["reason"].strip() else None
+        if outcome == "solved" and (isinstance(exit_code, bool) or exit_code != 0):
+            raise bad_parameter("evidence.exit_code", "solved requires evidence.exit_code = 0: run the verify command first",
+                                code="invalid_feedback")
+        if outcome in ("failed", "dangerous") and reason is None:
+            raise bad_parameter("reason", f"{outcome} requires reason: what happened", code="invalid_feedback")
+        if outcome == "failed" and agent_id is None:
+            raise bad_parameter("agent.id", "failed requires agent.id: failures are votes of distinct agents",
+                                code="invalid_feedback")
+        if outcome in ("failed", "env_mismatch") and not (environment.os or environment.runtimes or environment.pkg_manager):
+            raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
+        note = report.get("note") if isinstance(report.get("note"), str) else None
+        async with self.store.write() as tx:
+            state = await tx.node_for_edit(node_id)
+            if state is None:
+                raise not_found("node", node_id)
+            current_revision, document, _ = state
+            known = await tx.solution_behaviours(node_id)
+            if solution_id not in known:
+                raise not_found("solution", solution_id)
+            current = _current_revisions(document, known)
+            revision = report.get("revision", current.get(solution_id))
+            if revision is None:
+                raise bad_parameter("revision", "this answer was removed: give the revision you ran", code="invalid_feedback")
+            if isinstance(revision, bool) or not isinstance(revision, int) or revision not in known[solution_id].values():
+                raise not_found("revision", str(revision))
+            version = report.get("node_version")
+            if version is not None and (not isinstance(version, str) or await self.store.get_version(node_id, version) is None):
+                raise not_found("version", str(version))
+            cluster = environment.cluster()
+            key = (solution_id, revision, cluster)
+            before = {_stats_key(r): r for r in await self._stats_rows(tx, node_id, current)}
+            row = {
+                "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
+                "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
+                "agent_id": agent_id, "model": model, "ip_hash": ip_hash if agent_id is None else None,
+                "reason": reason, "note": note,
+                "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest() if evidence_object else None,
+                "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+                "created_at": utc_now(),
+            }
+            try:
+                report_id = await tx.insert_feedback(row)
+            except sqlite3.IntegrityError:
+                raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
+                                    "this environment; one agent is one vote") from None
+            after = await self._stats_rows(tx, node_id, current)
+            await tx.replace_stats(node_id, after)
+        old = before.get(key)
+        now_row = next(r for r in after if _stats_key(r) == key)
+        body: dict[str, Any] = {
+            "ok": True, "accepted": True, "id": report_id, "node": node_id, "solution": solution_id,
+            "revision": revision, "outcome": outcome, "cluster": cluster,
+            "failure_state": now_row.failure_state, "answer_state": now_row.answer_state,
+            "counts": {"failed_agents": now_row.failed_agents, "solved_agents": now_row.solved_agents},
+            "anonymous": agent_id is None,
+        }
+        flipped = now_row.failure_state in ("known_failed", "disputed") and (old is None or old.failure_state != now_row.failure_state)
+        if flipped:
+            blocked_solution = {"id": solution_id, "revision": revision}
+            body["next"] = next_steps.blocked(node_id, current_revision, environment.to_dict(), blocked_solution)
+        return body
+
+    @staticmethod
+    async def _stats_rows(tx: Writer, node_id: str, current: dict[str, int]) -> list[StatsRow]:
+        return node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC))
+
+
+def _stats_key(row: StatsRow) -> tuple[str, int, str]:
+    return row.solution_id, row.solution_revision, row.cluster
+
+
+def _current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:
+    """{solution id: the revision of its current behaviour}."""
+    return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
+
+
+class Service(ArticleEditing, OutcomeReporting):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):
@@ -565,12 +687,13 @@ class Service(ArticleEditing):
         row = await self.store.get_node(node_id)
         if row is None:
             raise not_found("node", node_id)
+        stats = (await self.store.stats_of([node_id])).get(node_id, [])
         body = article_view(
             document=row.document, version=row.version, status=row.status, revision=row.revision,
             solution_revisions=row.solution_revisions, created_at=row.created_at,
-            updated_at=row.updated_at, request=request,
+            updated_at=row.updated_at, request=request, evidence=Evidence(stats),
         )
-        return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request))
+        return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request, stats))
 
     async def read_version(self, node_id: str, version: str, request: ReadRequest | None = None) -> ReadResult:
         """GET /v1/nodes/{id}/versions/{version}: an immutable snapshot, cacheable forever."""
@@ -655,6 +778,8 @@ class Service(ArticleEditing):
         hits = await find(self.store, plan, enough=limit, ecosystem=wanted)
         # Candidates beyond the page are read too: the ecosystem and environment can reorder them.
         rows = {row.pk: row for row in await self.store.get_nodes_by_pk([h.pk for h in hits[: max(3 * limit, 15)]])}
+        evidence = await self.store.stats_of([row.id for row in rows.values()])
+        now = datetime.now(UTC)
         ranked = []
         for hit in hits:
             row = rows.get(hit.pk)
@@ -663,7 +788,7 @@ class Service(ArticleEditing):
             result = search_result(
                 row_document=row.document, version=row.version, status=row.status, revision=row.revision,
                 solution_revisions=row.solution_revisions, env=machine, tier=hit.tier,
-                document_size=row.document_size,
+                document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
             )
             score = hit.score
             if result["env_score"] is not None:  # a small nudge inside the tier, never across tiers
@@ -796,8 +921,11 @@ def _raw_id(raw: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _etag(version: str, revision: int, status: str, request: ReadRequest) -> str:
-    shape = canonical_json([version, revision, status, request.env_text, request.solution, request.fields, request.include])
+def _etag(version: str, revision: int, status: str, request: ReadRequest, stats: Iterable[Any] = ()) -> str:
+    # Evidence changes a read without a new revision, so it is part of the tag.
+    evidence = [[r.solution_id, r.solution_revision, r.cluster, r.sample_size, r.failure_state] for r in stats]
+    shape = canonical_json([version, revision, status, request.env_text, request.solution, request.fields,
+                            request.include, evidence])
     return '"' + hashlib.sha256(shape.encode("utf-8")).hexdigest()[:32] + '"'
 
 

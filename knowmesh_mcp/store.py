@@ -96,6 +96,28 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
 
 
 @dataclass(frozen=True)
+class StatsRow:
+    """One node_stats row: evidence of one solution revision in one cluster ('' = all)."""
+
+    solution_id: str
+    solution_revision: int
+    cluster: str
+    solved: float
+    failed: float
+    sample_size: int
+    success_score: float
+    failure_state: str
+    answer_state: str
+    solved_agents: int
+    failed_agents: int
+    last_verified: str | None
+
+
+STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, sample_size, success_score,
+    failure_state, answer_state, solved_agents, failed_agents, last_verified"""
+
+
+@dataclass(frozen=True)
 class RankingRow:
     """What search ranking reads of a candidate, without its full text."""
 
@@ -249,6 +271,39 @@ class Writer:
             "UPDATE undo_tokens SET used_at = ? WHERE revision_id = ? AND used_at IS NULL", (utc_now(), revision_id)
         )
         return cursor.rowcount == 1
+
+    async def insert_feedback(self, row: dict[str, Any]) -> int:
+        """Store one outcome report; raises sqlite3.IntegrityError for a repeat by the same agent."""
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        cursor = await self.connection.execute(f"INSERT INTO feedback ({columns}) VALUES ({marks})", list(row.values()))
+        return int(cursor.lastrowid or 0)
+
+    async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
+        """(solution id, revision, cluster, outcome, agent id, created_at) of every report on a node."""
+        return [tuple(row) for row in await self._all(  # type: ignore[misc]
+            """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at FROM feedback
+               WHERE node_id = ?""",
+            (node_id,),
+        )]
+
+    async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None:
+        await self.connection.execute("DELETE FROM node_stats WHERE node_id = ?", (node_id,))
+        await self.connection.executemany(
+            """INSERT INTO node_stats (node_id, solution_id, solution_revision, cluster, solved, failed, sample_size,
+                   success_score, failure_state, answer_state, solved_agents, failed_agents, last_verified, updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(node_id, r.solution_id, r.solution_revision, r.cluster, r.solved, r.failed, r.sample_size,
+              r.success_score, r.failure_state, r.answer_state, r.solved_agents, r.failed_agents, r.last_verified,
+              utc_now()) for r in rows],
+        )
+
+    async def solution_revision_exists(self, node_id: str, solution_id: str, revision: int) -> bool:
+        rows = await self._all(
+            "SELECT 1 FROM solution_revisions WHERE node_id = ? AND solution_id = ? AND revision = ?",
+            (node_id, solution_id, revision),
+        )
+        return bool(rows)
 
     async def apply_edit(self, edit: Edit) -> str:
         """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
@@ -590,6 +645,18 @@ class Store:
             f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
         )
         return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
+        """{node id: its node_stats rows} (nodes without evidence are absent)."""
+        if not node_ids:
+            return {}
+        marks = ",".join("?" * len(node_ids))
+        found: dict[str, list[StatsRow]] = {}
+        for row in await self._fetchall(
+            f"SELECT node_id, {STATS_COLUMNS} FROM node_stats WHERE node_id IN ({marks})", list(node_ids)
+        ):
+            found.setdefault(row[0], []).append(StatsRow(*row[1:]))
+        return found
 
     async def revisions(self, node_id: str) -> list[RevisionRow]:
         rows = await self._fetchall(

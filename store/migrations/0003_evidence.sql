@@ -1,0 +1,46 @@
+-- 0003: runtime evidence. Outcome reports are append-only facts; node_stats is derived from
+-- them (rewritten for a node in the same transaction as each report) and can be rebuilt.
+
+CREATE TABLE feedback (
+    id                INTEGER PRIMARY KEY,
+    node_id           TEXT NOT NULL REFERENCES nodes (id),
+    node_version      TEXT,
+    solution_id       TEXT NOT NULL,
+    solution_revision INTEGER NOT NULL CHECK (solution_revision >= 1),
+    outcome           TEXT NOT NULL CHECK (outcome IN ('solved', 'failed', 'env_mismatch', 'dangerous')),
+    cluster           TEXT NOT NULL,  -- os|runtime_major|pkg_manager
+    environment       TEXT NOT NULL,  -- JSON: the environment as parsed
+    agent_id          TEXT,           -- NULL: anonymous, recorded but never a second vote
+    model             TEXT,
+    ip_hash           TEXT,           -- keyed hash of the client address; raw addresses are never stored
+    reason            TEXT,
+    note              TEXT,
+    evidence_hash     TEXT,           -- SHA-256 of the canonical evidence object
+    exit_code         INTEGER,
+    created_at        TEXT NOT NULL
+);
+CREATE INDEX feedback_by_node ON feedback (node_id, solution_id, solution_revision, cluster, created_at);
+CREATE UNIQUE INDEX feedback_once_per_agent
+    ON feedback (agent_id, node_id, solution_id, solution_revision, cluster) WHERE agent_id IS NOT NULL;
+CREATE TRIGGER feedback_immutable BEFORE UPDATE ON feedback
+BEGIN SELECT RAISE(ABORT, 'feedback rows are immutable'); END;
+
+-- One row per (node, solution, revision, cluster); solution_id '' with revision 0 is the
+-- node-wide aggregate, cluster '' the global row of each.
+CREATE TABLE node_stats (
+    node_id           TEXT NOT NULL REFERENCES nodes (id),
+    solution_id       TEXT NOT NULL,
+    solution_revision INTEGER NOT NULL,
+    cluster           TEXT NOT NULL,
+    solved            REAL NOT NULL,  -- decayed, weighted counts
+    failed            REAL NOT NULL,
+    sample_size       INTEGER NOT NULL,
+    success_score     REAL NOT NULL,
+    failure_state     TEXT NOT NULL,
+    answer_state      TEXT NOT NULL,
+    solved_agents     INTEGER NOT NULL,
+    failed_agents     INTEGER NOT NULL,
+    last_verified     TEXT,
+    updated_at        TEXT NOT NULL,
+    PRIMARY KEY (node_id, solution_id, solution_revision, cluster)
+) WITHOUT ROWID;
