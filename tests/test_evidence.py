@@ -1,0 +1,231 @@
+"""Outcome evidence: the replay rules (property-tested), scores, and the whole loop through the
+service, HTTP and MCP: verified, known-failed and hidden, disputed, cleared, and revisions."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+
+import httpx2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from knowmesh_mcp.errors import KnowmeshError
+from knowmesh_mcp.evidence import Report, replay, score, wilson_lower_bound
+from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.mcp_server import build_mcp_server
+from knowmesh_mcp.service import Service
+
+NODE = "python/module-not-found-venv"
+MAC = {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}
+MAC_ENV = "macos-15,python-3.12,pip"
+
+reports = st.lists(
+    st.builds(
+        Report,
+        outcome=st.sampled_from(["solved", "failed", "env_mismatch", "dangerous"]),
+        agent_id=st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"])),
+        created_at=st.sampled_from(["2026-01-01T00:00:00.000000Z", "2026-01-02T00:00:00.000000Z",
+                                    "2026-01-03T00:00:00.000000Z"]),
+    ),
+    max_size=12,
+)
+
+
+# -- the replay ----------------------------------------------------------------------------------
+
+def at(day: int) -> str:
+    return f"2026-01-{day:02d}T00:00:00.000000Z"
+
+
+def test_the_lifecycle_of_one_answer_in_one_cluster():
+    history = [Report("solved", "a", at(1)), Report("solved", "b", at(2))]
+    assert replay(history).answer_state == "verified"
+    history += [Report("failed", "c", at(3))]
+    assert (replay(history).failure_state, replay(history).answer_state) == ("reported_failed", "draft")
+    history += [Report("failed", "c", at(4))]  # the same agent again is not a second vote
+    assert replay(history).failure_state == "reported_failed"
+    history += [Report("env_mismatch", "d", at(5))]  # never a failure
+    assert replay(history).failure_state == "reported_failed"
+    history += [Report("dangerous", "d", at(6))]
+    assert (replay(history).failure_state, replay(history).failed_agents) == ("known_failed", 2)
+    history += [Report("solved", "e", at(7))]
+    assert (replay(history).failure_state, replay(history).answer_state) == ("disputed", "disputed")
+    history += [Report("solved", "f", at(8))]
+    assert (replay(history).failure_state, replay(history).answer_state) == ("cleared", "verified")
+    history += [Report("failed", "g", at(9))]
+    assert replay(history).failure_state == "reported_failed"
+
+
+@settings(max_examples=300, deadline=None)
+@given(reports, st.randoms())
+def test_replay_does_not_depend_on_the_order_of_simultaneous_reports(history, rng):
+    shuffled = list(history)
+    rng.shuffle(shuffled)
+    assert replay(shuffled) == replay(history)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reports, st.data())
+def test_duplicate_reports_never_change_the_state(history, data):
+    if not history:
+        return
+    repeated = data.draw(st.sampled_from(history))
+    assert replay([*history, repeated]) == replay(history)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.builds(Report, outcome=st.sampled_from(["solved", "failed", "dangerous", "env_mismatch"]),
+                          agent_id=st.none(), created_at=st.sampled_from([at(1), at(2), at(3)])), max_size=20))
+def test_anonymous_reports_never_reach_known_failed(history):
+    state = replay(history)
+    assert state.failure_state != "known_failed" and state.answer_state != "verified"
+
+
+def test_score_is_a_wilson_bound_with_prior_and_half_life():
+    now = datetime(2026, 7, 1, tzinfo=UTC)
+    assert score([], now).success_score == round(wilson_lower_bound(2, 3), 4)
+    fresh = score([Report("solved", "a", "2026-07-01T00:00:00.000000Z")] * 3, now)
+    old = score([Report("solved", "a", "2025-07-01T00:00:00.000000Z")] * 3, now)
+    assert fresh.solved == 3.0 and 0.72 < old.solved < 0.75  # 3 x 0.5 ** (365 / 180)
+    assert fresh.success_score > old.success_score
+    dangerous = score([Report("dangerous", "a", "2026-07-01T00:00:00.000000Z")], now)
+    assert dangerous.failed == 3.0 and dangerous.success_score < score([], now).success_score
+    assert fresh.low_confidence is False and score([Report("solved", "a", "2026-07-01T00:00:00.000000Z")], now).low_confidence
+    assert old.stale is False and score([Report("solved", "a", "2025-01-01T00:00:00.000000Z")], now).stale
+
+
+# -- the loop through the service ----------------------------------------------------------------
+
+@pytest.fixture
+async def node(service: Service, make_doc) -> Service:
+    await service.create_node(make_doc())
+    return service
+
+
+def report(outcome: str, agent: str | None, **extra) -> dict:
+    body = {"node": NODE, "solution": "venv-macos", "outcome": outcome, "env": MAC,
+            "agent": {"id": agent} if agent else None}
+    if outcome == "solved":
+        body["evidence"] = {"verify": ".venv/bin/python -c 'import requests'", "exit_code": 0}
+    if outcome in ("failed", "dangerous"):
+        body["reason"] = "import still fails"
+    return {**body, **extra}
+
+
+async def read_mac(service: Service) -> dict:
+    return (await service.read_node(NODE, service.read_request(env=MAC_ENV))).body
+
+
+@pytest.mark.anyio
+async def test_verified_then_known_failed_then_disputed_then_cleared(node: Service):
+    for agent in ("s1", "s2"):
+        await node.report_outcome(report("solved", agent))
+    assert (await read_mac(node))["answer_state"] == "verified"
+
+    first = await node.report_outcome(report("failed", "f1"))
+    assert first["failure_state"] == "reported_failed" and "next" not in first
+    second = await node.report_outcome(report("failed", "f2"))
+    assert second["failure_state"] == "known_failed" and second["next"]["report_failed_solution"]["tool"] == "report_outcome"
+
+    blocked = await read_mac(node)
+    assert blocked["content"]["solutions"] == [] and blocked["no_known_working_solution"] is True
+    assert blocked["failed_solutions"] == [{"solution": "venv-macos", "revision": 1, "environment": "macos|python-3|pip",
+                                            "state": "known_failed", "failed_agents": 2, "solved_agents": 2}]
+    assert blocked["next"]["patch_article"]["body"]["ops"][0]["path"] == "/content/solutions/venv-macos/fix"
+    assert blocked["next"]["patch_article"]["body"]["base_revision"] == 1
+    assert blocked["next"]["candidate_state"] == "draft"
+    assert "No usable answer for this environment." in (await node.read_node(NODE, node.read_request(env=MAC_ENV))).markdown()
+    found = (await node.search("ModuleNotFoundError: No module named 'requests'", env=MAC_ENV))["results"][0]
+    assert found["id"] == NODE and found["solution"] is None and found["failed_solutions"][0]["state"] == "known_failed"
+    # Another cluster is not affected.
+    linux = await node.read_node(NODE, node.read_request(env="ubuntu-24.04,python-3.12,pip"))
+    assert [s["id"] for s in linux.body["content"]["solutions"]] == ["venv-linux"]
+
+    disputed = await node.report_outcome(report("solved", "s3"))
+    assert disputed["failure_state"] == "disputed" and "next" in disputed
+    shown = await read_mac(node)
+    assert shown["content"]["solutions"][0]["evidence"] == {"failure_state": "disputed", "solved_agents": 3,
+                                                           "failed_agents": 2, "cluster": "macos|python-3|pip"}
+    cleared = await node.report_outcome(report("solved", "s4"))
+    assert (cleared["failure_state"], cleared["answer_state"]) == ("cleared", "verified")
+    assert [s["id"] for s in (await read_mac(node))["content"]["solutions"]] == ["venv-macos"]
+
+
+@pytest.mark.anyio
+async def test_a_new_fix_starts_clean_while_a_title_edit_keeps_the_failure(node: Service):
+    for agent in ("f1", "f2"):
+        await node.report_outcome(report("failed", agent))
+    retitled = await node.patch_article(NODE, base_revision=1, agent={"id": "e"}, summary="title",
+                                        ops=[{"op": "set", "path": "/content/solutions/venv-macos/title", "value": "New"}])
+    assert retitled["solutions"]["venv-macos"] == 1
+    assert (await read_mac(node))["no_known_working_solution"] is True  # still attached
+    fixed = await node.patch_article(NODE, base_revision=2, agent={"id": "e"}, summary="new fix", ops=[
+        {"op": "set", "path": "/content/solutions/venv-macos/fix/0", "value": "/opt/homebrew/bin/python3 -m venv .venv"}])
+    assert fixed["solutions"]["venv-macos"] == 2
+    fresh = await read_mac(node)
+    assert [(s["id"], s["revision"], s["answer_state"]) for s in fresh["content"]["solutions"]] == [("venv-macos", 2, "draft")]
+    again = await node.report_outcome(report("failed", "f1"))  # the same agent may judge the new revision
+    assert (again["revision"], again["failure_state"]) == (2, "reported_failed")
+
+
+@pytest.mark.anyio
+async def test_report_validation(node: Service):
+    async def refused(body: dict, status: int, code: str) -> None:
+        with pytest.raises(KnowmeshError) as caught:
+            await node.report_outcome(body)
+        assert (caught.value.status, caught.value.code) == (status, code), caught.value.to_body()
+
+    await refused(report("solved", "a", evidence={"exit_code": 1}), 400, "invalid_feedback")
+    await refused(report("solved", "a", evidence={}), 400, "invalid_feedback")
+    await refused(report("failed", "a", reason=None), 400, "invalid_feedback")
+    await refused(report("failed", None), 400, "invalid_feedback")
+    await refused(report("failed", "a", env={}), 400, "invalid_feedback")
+    await refused(report("dangerous", "a", reason=" "), 400, "invalid_feedback")
+    await refused(report("maybe", "a"), 400, "invalid_outcome")
+    await refused(report("solved", "a", node="python/nope"), 404, "node_not_found")
+    await refused(report("solved", "a", solution="nope"), 404, "solution_not_found")
+    await refused(report("solved", "a", revision=7), 404, "revision_not_found")
+    await refused(report("solved", "a", node_version="sha256:" + "0" * 64), 404, "version_not_found")
+    await node.report_outcome(report("solved", "a"))
+    await refused(report("solved", "a"), 409, "duplicate_report")
+    anonymous = await node.report_outcome(report("solved", None))
+    assert anonymous["anonymous"] is True
+
+
+@pytest.mark.anyio
+async def test_stats_on_reads(node: Service):
+    before = (await read_mac(node))["stats"]
+    assert before["sample_size"] == 0 and before["stale"] is True and before["success_score"] > 0
+    await node.report_outcome(report("solved", "a"))
+    after = (await read_mac(node))["stats"]
+    assert after["sample_size"] == 1 and after["stale"] is False and after["success_score"] > before["success_score"]
+    assert after["last_verified"] is not None
+
+
+@pytest.mark.anyio
+async def test_feedback_over_http_and_mcp(node: Service):
+    app = build_app(service=node, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        accepted = await client.post("/v1/feedback", json=report("failed", "f1"))
+        assert accepted.status_code == 202 and accepted.json()["failure_state"] == "reported_failed"
+        anonymous = await client.post("/v1/feedback", json=report("solved", None))
+        assert anonymous.status_code == 202
+        bad = await client.post("/v1/feedback", json=report("solved", "x", evidence={"exit_code": 2}))
+        assert bad.status_code == 400 and bad.json()["error"]["field"] == "evidence.exit_code"
+        assert (await client.post("/v1/feedback", json=report("failed", "f1"))).status_code == 409
+    async with node.store.write() as tx:
+        async with tx.connection.execute("SELECT agent_id, ip_hash FROM feedback ORDER BY id") as cursor:
+            rows = await cursor.fetchall()
+    assert rows[0][1] is None and rows[1][0] is None
+    assert rows[1][1] and "127.0.0.1" not in rows[1][1] and len(rows[1][1]) == 64  # keyed hash, never the address
+    async with Client(build_mcp_server(lambda: node), mode="legacy") as client:
+        result = await client.call_tool("report_outcome", {"node": NODE, "solution": "venv-macos", "outcome": "failed",
+                                                           "env": MAC, "reason": "still fails", "agent": {"id": "f2"}})
+        assert not result.is_error and result.structured_content["failure_state"] == "known_failed"
+        assert result.structured_content["next"]["patch_article"]["tool"] == "patch_article"
+        wrong = await client.call_tool("report_outcome", {"node": NODE, "solution": "venv-macos", "outcome": "solved", "env": MAC})
+        assert wrong.is_error and json.loads(wrong.content[0].text)["error"]["code"] == "invalid_feedback"
