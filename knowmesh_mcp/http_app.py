@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 
 from .errors import KnowmeshError, bad_parameter
-from .service import ReadResult, Service, llms_txt, require_node_id
+from .service import ReadResult, Service, llms_txt, require_node_id, submitter
 
 log = logging.getLogger("knowmesh.http")
 
@@ -81,6 +81,7 @@ def build_app(
     seed: bool = True,
     read_only: bool = False,
     with_mcp: bool = True,
+    write_limit: int = 10,
 ) -> Starlette:
     """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up."""
     state: dict[str, Service] = {"service": service} if service is not None else {}
@@ -115,8 +116,10 @@ def build_app(
             raise KnowmeshError(403, "read_only", "this server is read-only")
         body = await read_json(request)
         agent = body.pop("agent", None) if isinstance(body, dict) else None
-        created = await current().create_node(body, agent=agent if isinstance(agent, dict) else None)
-        return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
+        return await submission(
+            request, {"agent": agent}, lambda _: current().create_node(body, agent=agent if isinstance(agent, dict) else None),
+            status=201,
+        )
 
     async def list_nodes(request: Request) -> Response:
         params = request.query_params
@@ -131,6 +134,8 @@ def build_app(
         rest: str = request.path_params["rest"]
         if rest.endswith("/article") or rest.endswith("/article/revisions"):
             return await article_routes(request, rest)
+        if rest.endswith("/failures"):
+            return await failure_routes(request, require_node_id(rest.removesuffix("/failures")))
         if request.method != "GET":
             raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
         markdown = rest.endswith(".md")
@@ -182,6 +187,27 @@ def build_app(
             raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
         return JSONResponse(result, headers=TRUST_HEADER)
 
+    async def failure_routes(request: Request, node_id: str) -> Response:
+        if request.method == "GET":
+            return JSONResponse(await current().list_failures(node_id), headers=TRUST_HEADER)
+        if request.method != "POST":
+            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        payload = await read_json(request)
+        return await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
+
+    async def submission(request: Request, payload: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]],
+                         status: int = 202) -> Response:
+        """A write under --write-limit: 429 past the allowance; only accepted submissions count."""
+        client = request.client.host if request.client else None
+        ip_hash = await current().ip_hash(client)
+        subject = submitter(payload.get("agent") if isinstance(payload, dict) else None, ip_hash)
+        await current().check_submission(subject, write_limit)
+        accepted = await submit(ip_hash)
+        await current().record_submission(subject)
+        return JSONResponse(accepted, status_code=status, headers=TRUST_HEADER)
+
     async def undo(request: Request) -> Response:
         if read_only:
             raise KnowmeshError(403, "read_only", "this server is read-only")
@@ -199,9 +225,7 @@ def build_app(
         if read_only:
             raise KnowmeshError(403, "read_only", "this server is read-only")
         payload = await read_json(request)
-        client = request.client.host if request.client else None
-        accepted = await current().report_outcome(payload, ip_hash=await current().ip_hash(client))
-        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+        return await submission(request, payload, lambda ip: current().report_outcome(payload, ip_hash=ip))
 
     async def search(request: Request) -> Response:
         params = request.query_params

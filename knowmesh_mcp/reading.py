@@ -178,6 +178,7 @@ def article_view(
     request: ReadRequest,
     evidence: Evidence | None = None,
     now: datetime | None = None,
+    failures: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON read of spec section 2 for one stored document."""
     node_id = document["id"]
@@ -229,6 +230,9 @@ def article_view(
         "signature": document["signature"],
         "content": view_content,
     }
+    shared = _failures_view(failures or [], request, usable)
+    if shared is not None:
+        body["failures"] = shared
     cluster = request.env.cluster() if request.env else None
     if sections is None or "outcomes" in sections:
         body["stats"] = stats_view(evidence.stats("", 0, cluster), now)
@@ -237,6 +241,19 @@ def article_view(
         body["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
                         else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
     return body
+
+
+def _failures_view(failures: list[dict[str, Any]], request: ReadRequest, usable: bool) -> list[dict[str, Any]] | None:
+    """Shared failed approaches: the reader's environment's unarchived ones while no answer is
+    usable; archived ones too (marked) on `include=archived_failures`."""
+    env = request.env
+    same_os = [f for f in failures if env is None or env.os is None or f["environment"].get("os") in (None, env.os)]
+    listed = [f for f in same_os if not f["archived"]] if not usable else []
+    if "archived_failures" in request.include:
+        listed += [f for f in failures if f["archived"]]
+    if usable and "archived_failures" not in request.include:
+        return None
+    return listed
 
 
 def list_entry(row_document: dict[str, Any], *, status: str, updated_at: str, fields: list[str] | None) -> dict[str, Any]:

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from . import next_steps
-from .environment import Environment, describe_scope, env_from_mapping, parse_env, scopes_overlap, solution_scope
+from .environment import (
+    Environment,
+    describe_scope,
+    env_from_mapping,
+    parse_env,
+    scope_matches,
+    scopes_overlap,
+    solution_scope,
+)
 from .evidence import OUTCOMES, Evidence, node_stats
 from .errors import KnowmeshError, bad_parameter, not_found
 from .markdown import render_article
@@ -41,7 +49,9 @@ from .reading import (
     LIST_FIELDS,
     ReadRequest,
     article_view,
+    choose_answer,
     list_entry,
+    scoped_solutions,
     parse_list,
     search_result,
 )
@@ -427,6 +437,7 @@ class ArticleEditing:
             reverts_revision_id=reverts,
         )
         created_at = await tx.apply_edit(edit)
+        await archive_answered_failures(tx, node_id, prepared.body, edit.revision_id)
         # Evidence stays with each solution revision; the node-wide rows follow the current answers.
         await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), revisions, datetime.now(UTC)))
         return {
@@ -465,6 +476,18 @@ class OutcomeReporting:
             secret = await self.store.get_meta("ip_hash_secret")
         assert secret is not None
         return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
+
+    async def check_submission(self, subject: str | None, limit: int) -> None:
+        """Rate limit of the spec: `limit` accepted submissions per hour per subject (0: off)."""
+        if limit > 0 and subject and await self.store.writes_in(subject, _hour()) >= limit:
+            raise KnowmeshError(429, "rate_limited", f"at most {limit} submissions per hour per agent or address; "
+                                "try again next hour", limit=limit)
+
+    async def record_submission(self, subject: str | None) -> None:
+        """Count an accepted submission; refused input never uses up the allowance."""
+        if subject:
+            async with self.store.write() as tx:
+                await tx.count_write(subject, _hour())
 
     async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
         """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
@@ -555,6 +578,17 @@ class OutcomeReporting:
         return node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC))
 
 
+def _hour() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H")
+
+
+def submitter(agent: Any, ip_hash: str | None) -> str | None:
+    """Who a submission counts against: its agent.id, else the keyed hash of its address."""
+    if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip():
+        return "agent:" + agent["id"].strip()
+    return f"ip:{ip_hash}" if ip_hash else None
+
+
 def _stats_key(row: StatsRow) -> tuple[str, int, str]:
     return row.solution_id, row.solution_revision, row.cluster
 
@@ -564,7 +598,91 @@ def _current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]
     return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
 
 
-class Service(ArticleEditing, OutcomeReporting):
+MAX_STEPS = 50
+MAX_TEXT = 4000
+
+
+class FailedAttempts:
+    """Mixed into Service: shared failed approaches while no answer applies (protocol section 5)."""
+
+    store: Store
+
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """POST /v1/nodes/{id}/failures: record an approach that did not work, for the next agent."""
+        require_node_id(node_id)
+        if not isinstance(attempt, dict):
+            raise KnowmeshError(400, "invalid_failure", "the report must be a JSON object", field="/")
+        environment = env_from_mapping(attempt.get("environment") if isinstance(attempt.get("environment"), dict) else {})
+        if not (environment.os or environment.runtimes or environment.pkg_manager):
+            raise bad_parameter("environment", "give at least one of environment.os, .runtime, .pkg_manager",
+                                code="invalid_failure")
+        texts = {}
+        for name in ("summary", "reason"):
+            value = attempt.get(name)
+            if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT:
+                raise bad_parameter(name, f"{name} is required (at most {MAX_TEXT} characters)", code="invalid_failure")
+            texts[name] = value.strip()
+        steps = attempt.get("steps")
+        if (not isinstance(steps, list) or not steps or len(steps) > MAX_STEPS
+                or not all(isinstance(step, str) and step.strip() and len(step) <= MAX_TEXT for step in steps)):
+            raise bad_parameter("steps", f"steps must be 1 to {MAX_STEPS} commands you ran", code="invalid_failure")
+        agent = attempt.get("agent") if isinstance(attempt.get("agent"), dict) else {}
+        agent_id = agent.get("id") if isinstance(agent.get("id"), str) and agent["id"].strip() else None
+        async with self.store.write() as tx:
+            state = await tx.node_for_edit(node_id)
+            if state is None:
+                raise not_found("node", node_id)
+            _, document, _ = state
+            known = await tx.solution_behaviours(node_id)
+            current = _current_revisions(document, known)
+            evidence = Evidence(await self._stats_rows(tx, node_id, current))  # type: ignore[attr-defined]
+            scoped = scoped_solutions(document, current, evidence, environment)
+            usable, _ = choose_answer(scoped, environment)
+            if usable is not None:
+                raise KnowmeshError(
+                    409, "answer_exists",
+                    f"answer {usable['id']!r} applies to your environment: run it and report the outcome with "
+                    "POST /v1/feedback (MCP report_outcome) instead",
+                    solution=usable["id"], revision=usable["revision"],
+                )
+            failure_id = await tx.insert_failure({
+                "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
+                "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
+                "reason": texts["reason"], "agent_id": agent_id,
+                "model": agent.get("model") if isinstance(agent.get("model"), str) else None,
+                "ip_hash": ip_hash if agent_id is None else None, "created_at": utc_now(),
+            })
+        return {"ok": True, "accepted": True, "id": failure_id, "node": node_id, "cluster": environment.cluster(),
+                "archived": False, "path": f"/v1/nodes/{node_id}/failures"}
+
+    async def list_failures(self, node_id: str) -> dict[str, Any]:
+        """GET /v1/nodes/{id}/failures: every shared failed approach, visible and archived."""
+        require_node_id(node_id)
+        if await self.store.get_node(node_id) is None:
+            raise not_found("node", node_id)
+        return {"id": node_id, "failures": await self.store.failures_of(node_id), "trust": "untrusted-data"}
+
+
+async def archive_answered_failures(tx: Writer, node_id: str, document: dict[str, Any], revision_id: str) -> None:
+    """Archive the failed attempts that a published answer now covers (never delete them)."""
+    open_failures = await tx.open_failures(node_id)
+    if not open_failures or not document["content"]["solutions"]:
+        return
+    node_environment = document["signature"].get("environment", [])
+    scopes = [solution_scope(s.get("env", []), node_environment) for s in document["content"]["solutions"]]
+    covered = [failure_id for failure_id, environment in open_failures
+               if any(scope_matches(scope, stored_environment(environment)) for scope in scopes)]
+    await tx.archive_failures(covered, revision_id)
+
+
+def stored_environment(environment: dict[str, Any]) -> Environment:
+    """An Environment back from its stored `to_dict()` form."""
+    return Environment(os=environment.get("os"), os_version=environment.get("os_version"),
+                       runtimes=dict(environment.get("runtimes") or {}), pkg_manager=environment.get("pkg_manager"),
+                       labels=tuple(environment.get("labels") or ()))
+
+
+class Service(ArticleEditing, OutcomeReporting, FailedAttempts):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):
@@ -688,10 +806,11 @@ class Service(ArticleEditing, OutcomeReporting):
         if row is None:
             raise not_found("node", node_id)
         stats = (await self.store.stats_of([node_id])).get(node_id, [])
+        failures = await self.store.failures_of(node_id)
         body = article_view(
             document=row.document, version=row.version, status=row.status, revision=row.revision,
             solution_revisions=row.solution_revisions, created_at=row.created_at,
-            updated_at=row.updated_at, request=request, evidence=Evidence(stats),
+            updated_at=row.updated_at, request=request, evidence=Evidence(stats), failures=failures,
         )
         return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request, stats))
 

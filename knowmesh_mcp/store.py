@@ -298,6 +298,32 @@ class Writer:
               utc_now()) for r in rows],
         )
 
+    async def insert_failure(self, row: dict[str, Any]) -> int:
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        cursor = await self.connection.execute(f"INSERT INTO failures ({columns}) VALUES ({marks})", list(row.values()))
+        return int(cursor.lastrowid or 0)
+
+    async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """(id, environment) of the node's failed attempts not yet archived."""
+        rows = await self._all("SELECT id, environment FROM failures WHERE node_id = ? AND archived_at IS NULL", (node_id,))
+        return [(row[0], json.loads(row[1])) for row in rows]
+
+    async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
+        await self.connection.executemany(
+            "UPDATE failures SET archived_at = ?, archived_by = ? WHERE id = ?",
+            [(utc_now(), revision_id, failure_id) for failure_id in ids],
+        )
+
+    async def count_write(self, subject: str, hour: str) -> None:
+        """Count one accepted submission of `subject` in `hour` (older hours are forgotten)."""
+        await self.connection.execute(
+            """INSERT INTO write_counts (subject, hour, count) VALUES (?, ?, 1)
+               ON CONFLICT (subject, hour) DO UPDATE SET count = count + 1""",
+            (subject, hour),
+        )
+        await self.connection.execute("DELETE FROM write_counts WHERE hour < ?", (hour,))
+
     async def solution_revision_exists(self, node_id: str, solution_id: str, revision: int) -> bool:
         rows = await self._all(
             "SELECT 1 FROM solution_revisions WHERE node_id = ? AND solution_id = ? AND revision = ?",
@@ -657,6 +683,24 @@ class Store:
         ):
             found.setdefault(row[0], []).append(StatsRow(*row[1:]))
         return found
+
+    async def writes_in(self, subject: str, hour: str) -> int:
+        rows = await self._fetchall("SELECT count FROM write_counts WHERE subject = ? AND hour = ?", (subject, hour))
+        return int(rows[0][0]) if rows else 0
+
+    async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
+        """Every failed attempt on a node, visible and archived, oldest first."""
+        rows = await self._fetchall(
+            """SELECT id, environment, cluster, summary, steps, reason, agent_id, model, created_at, archived_at, archived_by
+               FROM failures WHERE node_id = ? ORDER BY id""",
+            (node_id,),
+        )
+        return [
+            {"id": r[0], "environment": json.loads(r[1]), "cluster": r[2], "summary": r[3], "steps": json.loads(r[4]),
+             "reason": r[5], "agent": {"id": r[6], "model": r[7]} if r[6] else None, "created_at": r[8],
+             "archived": r[9] is not None, "archived_at": r[9], "archived_by_revision": r[10]}
+            for r in rows
+        ]
 
     async def revisions(self, node_id: str) -> list[RevisionRow]:
         rows = await self._fetchall(

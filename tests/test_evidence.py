@@ -229,3 +229,63 @@ async def test_feedback_over_http_and_mcp(node: Service):
         assert result.structured_content["next"]["patch_article"]["tool"] == "patch_article"
         wrong = await client.call_tool("report_outcome", {"node": NODE, "solution": "venv-macos", "outcome": "solved", "env": MAC})
         assert wrong.is_error and json.loads(wrong.content[0].text)["error"]["code"] == "invalid_feedback"
+
+
+# -- failed attempts ----------------------------------------------------------------------------
+
+def attempt(**extra) -> dict:
+    return {"environment": {"os": "windows-11", "runtime": "python-3.12", "pkg_manager": "pip"},
+            "summary": "Reinstalled with the system pip.", "steps": ["pip install requests", "python app.py"],
+            "reason": "Installed into another interpreter.", "agent": {"id": "agent-w"}, **extra}
+
+
+@pytest.mark.anyio
+async def test_failed_attempts_while_no_answer_applies_then_archived_by_one(node: Service):
+    refused = pytest.raises(KnowmeshError)
+    with refused as caught:
+        await node.report_failed_attempt(NODE, attempt(environment=MAC))
+    assert (caught.value.status, caught.value.code) == (409, "answer_exists")
+    assert caught.value.details["solution"] == "venv-macos"
+
+    accepted = await node.report_failed_attempt(NODE, attempt())
+    assert accepted["archived"] is False
+    windows = (await node.read_node(NODE, node.read_request(env="windows-11,python-3.12"))).body
+    assert [f["summary"] for f in windows["failures"]] == ["Reinstalled with the system pip."]
+    assert "failures" not in (await read_mac(node))  # a usable answer: no dead ends shown
+
+    answer = {"id": "venv-windows", "env": ["windows"], "fix": ["py -m venv .venv", r".venv\Scripts\python -m pip install requests"],
+              "verify": {"command": r'.venv\Scripts\python -c "import requests"'}}
+    edit = await node.patch_article(NODE, base_revision=1, agent={"id": "agent-w"}, summary="Windows answer",
+                                    ops=[{"op": "set", "path": "/content/solutions/-", "value": answer}])
+    listed = (await node.list_failures(NODE))["failures"]
+    assert listed[0]["archived"] is True and listed[0]["archived_by_revision"] == edit["revision_id"]
+    plain = (await node.read_node(NODE, node.read_request(env="windows-11,python-3.12"))).body
+    assert "failures" not in plain
+    restored = (await node.read_node(NODE, node.read_request(env="windows-11", include="archived_failures"))).body
+    assert restored["failures"][0]["archived"] is True
+
+    for bad in (attempt(steps=[]), attempt(summary=" "), attempt(environment={}), attempt(reason=None), [1]):
+        with pytest.raises(KnowmeshError) as caught:
+            await node.report_failed_attempt(NODE, bad)
+        assert caught.value.status == 400
+
+
+@pytest.mark.anyio
+async def test_failures_and_rate_limit_over_http(node: Service):
+    app = build_app(service=node, with_mcp=False, write_limit=3)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        posted = await client.post(f"/v1/nodes/{NODE}/failures", json=attempt())
+        assert posted.status_code == 202, posted.text
+        listed = await client.get(f"/v1/nodes/{NODE}/failures")
+        assert listed.status_code == 200 and len(listed.json()["failures"]) == 1
+        # Refused input never uses up the allowance; accepted submissions do.
+        for _ in range(5):
+            assert (await client.post("/v1/feedback", json=report("solved", "agent-w", evidence={}))).status_code == 400
+        assert (await client.post("/v1/feedback", json=report("solved", "agent-w"))).status_code == 202
+        third = report("failed", "agent-w", solution="venv-linux", env={"os": "linux"})
+        assert (await client.post("/v1/feedback", json=third)).status_code == 202
+        limited = await client.post("/v1/feedback", json=report("solved", "agent-w", solution="venv-linux",
+                                                                env={"os": "ubuntu-22.04", "runtime": "python-3.11"}))
+        assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
+        other_agent = await client.post("/v1/feedback", json=report("failed", "agent-z"))
+        assert other_agent.status_code == 202

@@ -33,7 +33,7 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 @FUZZ
 @given(path=paths, query=queries)
 async def test_any_get_is_never_a_500(service, make_doc, path, query):
-    app = build_app(service=service, with_mcp=False)
+    app = build_app(service=service, with_mcp=False, write_limit=0)  # this test is about input, not limits
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         for target in (path, path + ".md", "/v1/nodes"):
             response = await client.get(target, params=query)
@@ -45,7 +45,7 @@ async def test_any_get_is_never_a_500(service, make_doc, path, query):
 @FUZZ
 @given(body=json_values, document_patch=st.dictionaries(st.sampled_from(["id", "title", "ecosystem", "signature", "content", "status"]), json_values, max_size=3))
 async def test_any_post_is_never_a_500_and_invalid_input_writes_nothing(service, make_doc, body, document_patch):
-    app = build_app(service=service, with_mcp=False)
+    app = build_app(service=service, with_mcp=False, write_limit=0)  # this test is about input, not limits
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         before = await service.store.count_nodes()
         for payload in (body, {**make_doc(), **document_patch}):

@@ -44,3 +44,30 @@ CREATE TABLE node_stats (
     updated_at        TEXT NOT NULL,
     PRIMARY KEY (node_id, solution_id, solution_revision, cluster)
 ) WITHOUT ROWID;
+
+-- Approaches that did not work while no answer applied (protocol section 5). Kept forever;
+-- archived (hidden from ordinary reads) once a matching answer is published.
+CREATE TABLE failures (
+    id           INTEGER PRIMARY KEY,
+    node_id      TEXT NOT NULL REFERENCES nodes (id),
+    environment  TEXT NOT NULL,  -- JSON: the environment as parsed
+    cluster      TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    steps        TEXT NOT NULL,  -- JSON array of the commands tried
+    reason       TEXT NOT NULL,
+    agent_id     TEXT,
+    model        TEXT,
+    ip_hash      TEXT,
+    created_at   TEXT NOT NULL,
+    archived_at  TEXT,
+    archived_by  TEXT REFERENCES article_revisions (revision_id)
+);
+CREATE INDEX failures_by_node ON failures (node_id, archived_at);
+
+-- Submissions per hour per agent or hashed address (POST /v1/nodes, feedback, failures, issues).
+CREATE TABLE write_counts (
+    subject TEXT NOT NULL,  -- 'agent:<id>' or 'ip:<keyed hash>'
+    hour    TEXT NOT NULL,  -- UTC hour, e.g. 2026-11-29T21
+    count   INTEGER NOT NULL,
+    PRIMARY KEY (subject, hour)
+) WITHOUT ROWID;
