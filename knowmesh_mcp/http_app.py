@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 
 from .errors import KnowmeshError, bad_parameter
-from .service import ReadResult, Service, llms_txt, require_node_id, submitter
+from .service import ReadResult, Service, llms_txt, require_node_id, review_markdown, submitter
 
 log = logging.getLogger("knowmesh.http")
 
@@ -227,6 +227,14 @@ def build_app(
         payload = await read_json(request)
         return await submission(request, payload, lambda ip: current().report_outcome(payload, ip_hash=ip))
 
+    async def review(request: Request) -> Response:
+        queue = await current().review_queue(limit=int_param(request, "limit"))
+        return JSONResponse(queue, headers=TRUST_HEADER)
+
+    async def review_md(request: Request) -> Response:
+        queue = await current().review_queue(limit=int_param(request, "limit"))
+        return PlainTextResponse(review_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
+
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -254,6 +262,8 @@ def build_app(
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/search", search, methods=["GET"]),
         Route("/v1/feedback", feedback, methods=["POST"]),
+        Route("/v1/review", review, methods=["GET"]),
+        Route("/review.md", review_md, methods=["GET"]),
         Route("/v1/nodes", list_nodes, methods=["GET"]),
         Route("/v1/nodes", create_node, methods=["POST"]),
         Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),

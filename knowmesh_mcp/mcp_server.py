@@ -138,6 +138,21 @@ def build_mcp_server(get_service: ServiceGetter, *, read_only: bool = False, loc
     ) -> dict[str, Any]:
         return await run_tool(get_service().article_history(id, from_revision=from_revision, to_revision=to_revision))  # type: ignore[return-value]
 
+    @server.tool(
+        name="review_queue",
+        title="What needs review",
+        description=(
+            "Answers that need attention, highest priority first: failed_answer, disputed, unsolved, "
+            "failure_after_edit, stale, needs_second_verification. Each item carries the ready "
+            "report_outcome / patch_article calls that resolve it. Use it when you have time to help the mesh."
+        ),
+        annotations=READ,
+    )
+    async def review_queue(
+        limit: Annotated[int, Field(ge=1, le=200, description="Items wanted")] = 20,
+    ) -> dict[str, Any]:
+        return await run_tool(get_service().review_queue(limit=limit))  # type: ignore[return-value]
+
     if not read_only:
 
         @server.tool(
@@ -242,6 +257,31 @@ def build_mcp_server(get_service: ServiceGetter, *, read_only: bool = False, loc
                 if revision is not None:
                     report["revision"] = revision
                 return await get_service().report_outcome(report)
+
+            return await run_tool(call())  # type: ignore[return-value]
+
+        @server.tool(
+            name="report_failed_attempt",
+            title="Share a failed approach",
+            description=(
+                "When NO answer applies to your environment (or every applicable one is known to fail), record an "
+                "approach you actually tried and why it did not work, so the next agent skips it. Refused with "
+                "409 answer_exists while an answer applies: run that answer and use `report_outcome` instead."
+            ),
+            annotations=APPEND,
+        )
+        async def report_failed_attempt(
+            id: Annotated[str, Field(description="Node id")],
+            environment: Annotated[dict[str, Any], Field(description='{"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}')],
+            summary: Annotated[str, Field(description="What you tried, in one sentence")],
+            steps: Annotated[list[str], Field(description="The commands you ran, in order")],
+            reason: Annotated[str, Field(description="Why it did not work")],
+            agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+        ) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason,
+                           "agent": await default_agent(agent)}
+                return await get_service().report_failed_attempt(id, attempt)
 
             return await run_tool(call())  # type: ignore[return-value]
 

@@ -159,3 +159,19 @@ def blocked(node_id: str, base_revision: int, env: dict[str, Any] | None, soluti
         "candidate_state": "draft",
         "candidate_note": CANDIDATE_NOTE,
     }
+
+
+def report_outcome(node_id: str, solution_id: str, revision: int, cluster: str | None) -> dict[str, Any]:
+    """report_outcome after running an answer's verify command (the review queue's main request)."""
+    os_name, runtime, manager = (cluster.split("|") + ["", "", ""])[:3] if cluster else ("", "", "")
+    body = {
+        "node": node_id,
+        "solution": solution_id,
+        "revision": revision,
+        "outcome": "<solved | failed | env_mismatch | dangerous>",
+        "env": {"os": os_name or "<os>", "runtime": runtime or "<runtime>", "pkg_manager": manager or "<package manager>"},
+        "evidence": {"verify": "<the verify command>", "exit_code": "<its exit code>"},
+        "reason": "<required when failed or dangerous>",
+        "agent": AGENT_PLACEHOLDER,
+    }
+    return _request("POST", "/v1/feedback", body, "report_outcome", body)

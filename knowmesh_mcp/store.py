@@ -688,6 +688,62 @@ class Store:
         rows = await self._fetchall("SELECT count FROM write_counts WHERE subject = ? AND hour = ?", (subject, hour))
         return int(rows[0][0]) if rows else 0
 
+    # -- review queue: each query returns (node id, title, current revision, solution id, solution
+    # revision, cluster, report count), in the order an item of that reason should be handled.
+
+    _CURRENT_ANSWER = """json_extract(v.solution_revisions, '$."' || s.solution_id || '"') = s.solution_revision"""
+
+    async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
+        """Current answers in `failure_state` in some cluster, most reports first."""
+        return await self._fetchall(
+            f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, s.cluster, s.sample_size
+                FROM node_stats s JOIN nodes n ON n.id = s.node_id JOIN node_versions v ON v.version = n.current_version
+                WHERE s.failure_state = ? AND s.solution_id != '' AND s.cluster != '' AND {self._CURRENT_ANSWER}
+                  AND n.status != 'deprecated'
+                ORDER BY s.sample_size DESC, n.id LIMIT ?""",
+            (failure_state, limit),
+        )
+
+    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]:
+        return await self._fetchall(
+            """SELECT id, title, current_revision, NULL, NULL, NULL, 0 FROM nodes
+               WHERE has_answer = 0 AND status != 'deprecated' ORDER BY created_at, id LIMIT ?""",
+            (limit,),
+        )
+
+    async def failures_after_edit(self, limit: int) -> list[tuple[Any, ...]]:
+        """Failure reports newer than the article's current revision: nobody acted on them yet."""
+        return await self._fetchall(
+            """SELECT n.id, n.title, n.current_revision, f.solution_id, f.solution_revision, f.cluster, count(*)
+               FROM feedback f JOIN nodes n ON n.id = f.node_id
+               WHERE f.outcome IN ('failed', 'dangerous') AND f.created_at > n.updated_at AND n.status != 'deprecated'
+               GROUP BY n.id, f.solution_id, f.solution_revision, f.cluster
+               ORDER BY count(*) DESC, n.id LIMIT ?""",
+            (limit,),
+        )
+
+    async def stale_nodes(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+        """Answered nodes never verified, or last verified before `before`."""
+        return await self._fetchall(
+            """SELECT n.id, n.title, n.current_revision, NULL, NULL, NULL, coalesce(s.sample_size, 0)
+               FROM nodes n LEFT JOIN node_stats s
+                 ON s.node_id = n.id AND s.solution_id = '' AND s.solution_revision = 0 AND s.cluster = ''
+               WHERE n.has_answer = 1 AND n.status != 'deprecated' AND (s.last_verified IS NULL OR s.last_verified < ?)
+               ORDER BY n.id LIMIT ?""",
+            (before, limit),
+        )
+
+    async def awaiting_second_verification(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+        """Current answers, published before `before`, with exactly one independent solved report."""
+        return await self._fetchall(
+            f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, NULL, s.sample_size
+                FROM node_stats s JOIN nodes n ON n.id = s.node_id JOIN node_versions v ON v.version = n.current_version
+                WHERE s.cluster = '' AND s.solution_id != '' AND s.solved_agents = 1 AND n.updated_at < ?
+                  AND {self._CURRENT_ANSWER} AND n.status != 'deprecated'
+                ORDER BY n.id LIMIT ?""",
+            (before, limit),
+        )
+
     async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
         """Every failed attempt on a node, visible and archived, oldest first."""
         rows = await self._fetchall(

@@ -289,3 +289,39 @@ async def test_failures_and_rate_limit_over_http(node: Service):
         assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
         other_agent = await client.post("/v1/feedback", json=report("failed", "agent-z"))
         assert other_agent.status_code == 202
+
+
+# -- review queue -------------------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_review_queue_orders_reasons_and_carries_requests(node: Service, make_doc):
+    open_problem = make_doc(id="python/open-one", error="RuntimeError: zq open problem")
+    open_problem["content"]["solutions"] = []
+    await node.create_node(open_problem)
+    for agent in ("f1", "f2"):
+        await node.report_outcome(report("failed", agent))
+    await node.report_outcome(report("solved", "s1", solution="venv-linux", env={"os": "linux", "runtime": "python-3.12"}))
+    queue = await node.review_queue(limit=10)
+    reasons = [item["reason"] for item in queue["items"]]
+    assert reasons[:2] == ["failed_answer", "unsolved"]
+    assert reasons == sorted(reasons, key=queue["reasons"].index)
+    failed = queue["items"][0]
+    assert (failed["id"], failed["solution"], failed["revision"], failed["environment"], failed["reports"]) == \
+        (NODE, "venv-macos", 1, "macos|python-3|pip", 2)
+    assert failed["next"]["report_outcome"]["path"] == "/v1/feedback"
+    assert failed["next"]["patch_article"]["body"]["base_revision"] == 1
+    unsolved = queue["items"][1]
+    assert unsolved["id"] == "python/open-one" and list(unsolved["next"]) == ["patch_article"]
+    assert unsolved["next"]["patch_article"]["body"]["ops"][0]["path"] == "/content/solutions/-"
+    with pytest.raises(KnowmeshError):
+        await node.review_queue(limit=0)
+    app = build_app(service=node, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        as_json = await client.get("/v1/review", params={"limit": 2})
+        assert as_json.status_code == 200 and len(as_json.json()["items"]) == 2
+        assert (await client.get("/v1/review", params={"limit": 500})).status_code == 400
+        markdown = await client.get("/review.md")
+        assert markdown.status_code == 200 and "**failed_answer**" in markdown.text
+    async with Client(build_mcp_server(lambda: node), mode="auto") as client:
+        result = await client.call_tool("review_queue", {"limit": 3})
+        assert [i["reason"] for i in result.structured_content["items"]][:2] == ["failed_answer", "unsolved"]
