@@ -178,7 +178,7 @@ async def test_stdio_subprocess(tmp_path, make_doc):
 async def test_stdio_read_only_and_empty(tmp_path):
     async with Client(stdio_params(str(tmp_path / "e.db"), "serve", "--stdio", "--empty", "--read-only")) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"read_article", "search", "article_history"}
+        assert names == {"read_article", "search", "article_history", "review_queue"}
         missing = await client.call_tool("read_article", {"id": "shell/bad-interpreter-crlf"})
         assert error_body(missing)["error"]["code"] == "node_not_found"
 
