@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 
 from .errors import KnowmeshError, bad_parameter
-from .service import ReadResult, Service, llms_txt, require_node_id, review_markdown, submitter
+from .service import ReadResult, Service, dedupe_markdown, llms_txt, require_node_id, review_markdown, submitter
 
 log = logging.getLogger("knowmesh.http")
 
@@ -235,6 +235,21 @@ def build_app(
         queue = await current().review_queue(limit=int_param(request, "limit"))
         return PlainTextResponse(review_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
+    async def dedupe_tasks(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        return JSONResponse(await current().open_dedupe_task(await read_json(request)), status_code=202, headers=TRUST_HEADER)
+
+    async def dedupe_vote(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        result = await current().vote_dedupe(request.path_params["task_id"], await read_json(request))
+        return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def dedupe_md(request: Request) -> Response:
+        queue = await current().dedupe_queue()
+        return PlainTextResponse(dedupe_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
+
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -264,6 +279,9 @@ def build_app(
         Route("/v1/feedback", feedback, methods=["POST"]),
         Route("/v1/review", review, methods=["GET"]),
         Route("/review.md", review_md, methods=["GET"]),
+        Route("/v1/dedupe/tasks", dedupe_tasks, methods=["POST"]),
+        Route("/v1/dedupe/tasks/{task_id}/votes", dedupe_vote, methods=["POST"]),
+        Route("/dedupe.md", dedupe_md, methods=["GET"]),
         Route("/v1/nodes", list_nodes, methods=["GET"]),
         Route("/v1/nodes", create_node, methods=["POST"]),
         Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),

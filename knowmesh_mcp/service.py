@@ -758,7 +758,97 @@ def review_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> s
     return "\n".join(lines) + "\n"
 
 
-class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue):
+class Dedupe:
+    """Mixed into Service: suspected duplicates settled by distinct agents' votes, never auto-merged."""
+
+    store: Store
+
+    async def open_dedupe_task(self, body: Any) -> dict[str, Any]:
+        """POST /v1/dedupe/tasks: queue a pair (`node`, `candidate`) that may be one problem."""
+        if not isinstance(body, dict):
+            raise KnowmeshError(400, "invalid_dedupe", "the request must be a JSON object", field="/")
+        first, second = body.get("node"), body.get("candidate")
+        for name, value in (("node", first), ("candidate", second)):
+            if not isinstance(value, str):
+                raise bad_parameter(name, f"{name} is required: a node id", code="invalid_dedupe")
+            require_node_id(value)
+        if first == second:
+            raise bad_parameter("candidate", "a node cannot duplicate itself", code="invalid_dedupe")
+        agent = body.get("agent") if isinstance(body.get("agent"), dict) else {}
+        async with self.store.write() as tx:
+            for value in (first, second):
+                if not await tx.versions_of([value]):
+                    raise not_found("node", value)
+            existing = await tx.dedupe_task_for(first, second)
+            task_id = existing or await tx.insert_dedupe_task(
+                first, second, body.get("reason") if isinstance(body.get("reason"), str) else None,
+                agent.get("id") if isinstance(agent.get("id"), str) else None,
+            )
+        return {"ok": True, "task_id": task_id, "created": existing is None, "path": "/dedupe.md",
+                "vote": {"method": "POST", "path": f"/v1/dedupe/tasks/{task_id}/votes",
+                         "body": {"vote": "<same | different>", "canonical_id": f"<{first} or {second}, when same>",
+                                  "agent": {"id": "<your-agent-id>"}}}}
+
+    async def vote_dedupe(self, task_id: Any, body: Any) -> dict[str, Any]:
+        """Two `same` votes on one canonical id flag the pair for an administrator; two `different` close it."""
+        if not isinstance(body, dict) or body.get("vote") not in ("same", "different"):
+            raise bad_parameter("vote", "vote must be same or different", code="invalid_dedupe")
+        agent = check_agent(body.get("agent"))
+        try:
+            number = int(task_id)
+        except (TypeError, ValueError):
+            raise not_found("dedupe_task", str(task_id)) from None
+        async with self.store.write() as tx:
+            task = await tx.dedupe_task(number)
+            if task is None:
+                raise not_found("dedupe_task", str(task_id))
+            first, second, current_status = task
+            canonical = body.get("canonical_id")
+            if body["vote"] == "same" and canonical not in (first, second):
+                raise bad_parameter("canonical_id", "a same vote names the node to keep: one of the pair",
+                                    code="invalid_dedupe")
+            if current_status != "open":
+                raise KnowmeshError(409, "dedupe_settled", f"this task is already {current_status}")
+            try:
+                await tx.add_dedupe_vote(number, agent["id"], body["vote"], canonical if body["vote"] == "same" else None)
+            except sqlite3.IntegrityError:
+                raise KnowmeshError(409, "duplicate_vote", "one vote per agent") from None
+            votes = await tx.dedupe_votes(number)
+            same = {}
+            for _, vote, target in votes:
+                if vote == "same":
+                    same[target] = same.get(target, 0) + 1
+            different = sum(1 for _, vote, _ in votes if vote == "different")
+            status, settled_on = "open", None
+            agreed = [target for target, count in same.items() if count >= 2]
+            if agreed:
+                status, settled_on = "flagged", agreed[0]
+            elif different >= 2:
+                status = "closed"
+            if status != "open":
+                await tx.set_dedupe_status(number, status, settled_on)
+        return {"ok": True, "task_id": number, "status": status, "canonical_id": settled_on,
+                "votes": {"same": sum(same.values()), "different": different}}
+
+    async def dedupe_queue(self, *, limit: int = 50) -> dict[str, Any]:
+        return {"tasks": await self.store.dedupe_tasks("open", limit), "trust": "untrusted-data"}
+
+
+def dedupe_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> str:
+    lines = ["# Duplicate candidates", "",
+             "Two distinct agents voting `same` on one canonical id flag a pair for an administrator; two `different`",
+             "votes close it. Nothing is merged automatically.", ""]
+    if not queue["tasks"]:
+        lines.append("No open tasks.")
+    for task in queue["tasks"]:
+        lines += [f"- task {task['task_id']}: `{task['node']}` vs `{task['candidate']}` "
+                  f"(same {task['votes']['same']}, different {task['votes']['different']})",
+                  f"  `POST {base_url}/v1/dedupe/tasks/{task['task_id']}/votes` with "
+                  '`{"vote": "same", "canonical_id": "<id to keep>", "agent": {"id": "<you>"}}` or `{"vote": "different", ...}`']
+    return "\n".join(lines) + "\n"
+
+
+class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):

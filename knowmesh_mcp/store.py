@@ -324,6 +324,44 @@ class Writer:
         )
         await self.connection.execute("DELETE FROM write_counts WHERE hour < ?", (hour,))
 
+    async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
+        """(node, candidate, status) of one task."""
+        rows = await self._all("SELECT node_id, candidate_id, status FROM dedupe_tasks WHERE id = ?", (task_id,))
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    async def dedupe_task_for(self, first: str, second: str) -> int | None:
+        rows = await self._all(
+            "SELECT id FROM dedupe_tasks WHERE (node_id = ? AND candidate_id = ?) OR (node_id = ? AND candidate_id = ?)",
+            (first, second, second, first),
+        )
+        return int(rows[0][0]) if rows else None
+
+    async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
+        cursor = await self.connection.execute(
+            """INSERT INTO dedupe_tasks (node_id, candidate_id, reason, created_by, status, created_at)
+               VALUES (?, ?, ?, ?, 'open', ?)""",
+            (node_id, candidate_id, reason, agent_id, utc_now()),
+        )
+        return int(cursor.lastrowid or 0)
+
+    async def add_dedupe_vote(self, task_id: int, agent_id: str, vote: str, canonical_id: str | None) -> None:
+        """Raises sqlite3.IntegrityError when this agent already voted on the task."""
+        await self.connection.execute(
+            "INSERT INTO dedupe_votes (task_id, agent_id, vote, canonical_id, created_at) VALUES (?, ?, ?, ?, ?)",
+            (task_id, agent_id, vote, canonical_id, utc_now()),
+        )
+
+    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None]]:
+        return [tuple(r) for r in await self._all(  # type: ignore[misc]
+            "SELECT agent_id, vote, canonical_id FROM dedupe_votes WHERE task_id = ? ORDER BY created_at, agent_id",
+            (task_id,),
+        )]
+
+    async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None:
+        await self.connection.execute(
+            "UPDATE dedupe_tasks SET status = ?, canonical_id = ? WHERE id = ?", (status, canonical_id, task_id)
+        )
+
     async def solution_revision_exists(self, node_id: str, solution_id: str, revision: int) -> bool:
         rows = await self._all(
             "SELECT 1 FROM solution_revisions WHERE node_id = ? AND solution_id = ? AND revision = ?",
@@ -743,6 +781,17 @@ class Store:
                 ORDER BY n.id LIMIT ?""",
             (before, limit),
         )
+
+    async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+        rows = await self._fetchall(
+            """SELECT t.id, t.node_id, t.candidate_id, t.reason, t.status, t.canonical_id, t.created_at,
+                      (SELECT count(*) FROM dedupe_votes v WHERE v.task_id = t.id AND v.vote = 'same'),
+                      (SELECT count(*) FROM dedupe_votes v WHERE v.task_id = t.id AND v.vote = 'different')
+               FROM dedupe_tasks t WHERE (:status IS NULL OR t.status = :status) ORDER BY t.id LIMIT :limit""",
+            {"status": status, "limit": limit},  # type: ignore[arg-type]
+        )
+        return [{"task_id": r[0], "node": r[1], "candidate": r[2], "reason": r[3], "status": r[4], "canonical_id": r[5],
+                 "created_at": r[6], "votes": {"same": r[7], "different": r[8]}} for r in rows]
 
     async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
         """Every failed attempt on a node, visible and archived, oldest first."""

@@ -190,3 +190,24 @@ CREATE TABLE write_counts (
     count   INTEGER NOT NULL,
     PRIMARY KEY (subject, hour)
 ) WITHOUT ROWID;
+
+CREATE TABLE dedupe_tasks (
+    id           INTEGER PRIMARY KEY,
+    node_id      TEXT NOT NULL REFERENCES nodes (id),
+    candidate_id TEXT NOT NULL REFERENCES nodes (id),
+    reason       TEXT,
+    created_by   TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('open', 'flagged', 'closed')),
+    canonical_id TEXT,  -- set when two `same` votes agree on it: flagged for an administrator
+    created_at   TEXT NOT NULL,
+    UNIQUE (node_id, candidate_id)
+);
+
+CREATE TABLE dedupe_votes (
+    task_id      INTEGER NOT NULL REFERENCES dedupe_tasks (id),
+    agent_id     TEXT NOT NULL,
+    vote         TEXT NOT NULL CHECK (vote IN ('same', 'different')),
+    canonical_id TEXT,
+    created_at   TEXT NOT NULL,
+    PRIMARY KEY (task_id, agent_id)
+);

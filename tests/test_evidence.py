@@ -325,3 +325,36 @@ async def test_review_queue_orders_reasons_and_carries_requests(node: Service, m
     async with Client(build_mcp_server(lambda: node), mode="auto") as client:
         result = await client.call_tool("review_queue", {"limit": 3})
         assert [i["reason"] for i in result.structured_content["items"]][:2] == ["failed_answer", "unsolved"]
+
+
+# -- dedupe -------------------------------------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_dedupe_votes_flag_or_close_a_pair(node: Service, make_doc):
+    await node.create_node(make_doc(id="python/requests-missing", error="ImportError: No module named requests here"))
+    await node.create_node(make_doc(id="python/numpy-missing", error="ImportError: numpy is gone"))
+    app = build_app(service=node, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        task = (await client.post("/v1/dedupe/tasks", json={"node": "python/requests-missing", "candidate": NODE,
+                                                            "agent": {"id": "a"}})).json()
+        again = (await client.post("/v1/dedupe/tasks", json={"node": NODE, "candidate": "python/requests-missing"})).json()
+        assert again["task_id"] == task["task_id"] and again["created"] is False
+        votes = f"/v1/dedupe/tasks/{task['task_id']}/votes"
+        first = await client.post(votes, json={"vote": "same", "canonical_id": NODE, "agent": {"id": "a"}})
+        assert first.json()["status"] == "open"
+        assert (await client.post(votes, json={"vote": "same", "canonical_id": NODE, "agent": {"id": "a"}})).status_code == 409
+        flagged = await client.post(votes, json={"vote": "same", "canonical_id": NODE, "agent": {"id": "b"}})
+        assert (flagged.json()["status"], flagged.json()["canonical_id"]) == ("flagged", NODE)
+        assert (await node.read_node("python/requests-missing")).body["id"] == "python/requests-missing"  # never merged
+
+        other = (await client.post("/v1/dedupe/tasks", json={"node": "python/numpy-missing", "candidate": NODE})).json()
+        other_votes = f"/v1/dedupe/tasks/{other['task_id']}/votes"
+        for agent in ("c", "d"):
+            closed = await client.post(other_votes, json={"vote": "different", "agent": {"id": agent}})
+        assert closed.json()["status"] == "closed"
+        assert (await client.post(other_votes, json={"vote": "different", "agent": {"id": "e"}})).status_code == 409
+        bad = await client.post(votes.replace(str(task["task_id"]), "999"), json={"vote": "same", "canonical_id": NODE,
+                                                                                    "agent": {"id": "x"}})
+        assert bad.status_code == 404
+        assert (await client.post("/v1/dedupe/tasks", json={"node": NODE, "candidate": NODE})).status_code == 400
+        assert (await client.get("/dedupe.md")).status_code == 200
