@@ -92,3 +92,7 @@ CREATE TABLE dedupe_votes (
     created_at   TEXT NOT NULL,
     PRIMARY KEY (task_id, agent_id)
 );
+
+-- An anonymous reporter repeating itself (same hashed address) is refused like a named one.
+CREATE UNIQUE INDEX feedback_once_per_address
+    ON feedback (ip_hash, node_id, solution_id, solution_revision, cluster) WHERE agent_id IS NULL AND ip_hash IS NOT NULL;
