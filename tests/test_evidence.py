@@ -358,3 +358,68 @@ async def test_dedupe_votes_flag_or_close_a_pair(node: Service, make_doc):
         assert bad.status_code == 404
         assert (await client.post("/v1/dedupe/tasks", json={"node": NODE, "candidate": NODE})).status_code == 400
         assert (await client.get("/dedupe.md")).status_code == 200
+
+
+# -- the whole loop, played by several agents over HTTP and over MCP ------------------------------
+
+class HttpAgent:
+    def __init__(self, client: httpx2.AsyncClient):
+        self.client = client
+
+    async def report(self, body: dict) -> dict:
+        response = await self.client.post("/v1/feedback", json=body)
+        assert response.status_code == 202, response.text
+        return response.json()
+
+    async def read(self) -> dict:
+        return (await self.client.get(f"/v1/nodes/{NODE}", params={"env": MAC_ENV})).json()
+
+    async def search(self, q: str) -> dict:
+        return (await self.client.get("/v1/search", params={"q": q, "env": MAC_ENV})).json()
+
+
+class McpAgent:
+    def __init__(self, client: Client):
+        self.client = client
+
+    async def report(self, body: dict) -> dict:
+        arguments = {key: value for key, value in body.items() if value is not None}
+        result = await self.client.call_tool("report_outcome", arguments)
+        assert not result.is_error, result.content
+        return result.structured_content
+
+    async def read(self) -> dict:
+        return (await self.client.call_tool("read_article", {"id": NODE, "env": MAC_ENV, "max_bytes": 100_000})).structured_content
+
+    async def search(self, q: str) -> dict:
+        return (await self.client.call_tool("search", {"q": q, "env": MAC_ENV, "max_bytes": 100_000})).structured_content
+
+
+async def play_the_loop(agent) -> None:
+    for name in ("s1", "s2"):
+        await agent.report(report("solved", name))
+    assert (await agent.read())["answer_state"] == "verified"
+    await agent.report(report("failed", "f1"))
+    flipped = await agent.report(report("failed", "f2"))
+    assert flipped["failure_state"] == "known_failed" and "report_failed_solution" in flipped["next"]
+    hidden = await agent.read()
+    assert hidden["no_known_working_solution"] is True and hidden["content"]["solutions"] == []
+    top = (await agent.search("ModuleNotFoundError: No module named 'requests'"))["results"][0]
+    assert top["id"] == NODE and top["solution"] is None and top["next"]["patch_article"]["tool"] == "patch_article"
+    assert (await agent.report(report("solved", "s3")))["failure_state"] == "disputed"
+    cleared = await agent.report(report("solved", "s4"))
+    assert (cleared["failure_state"], cleared["answer_state"]) == ("cleared", "verified")
+    assert [s["id"] for s in (await agent.read())["content"]["solutions"]] == ["venv-macos"]
+
+
+@pytest.mark.anyio
+async def test_the_loop_over_http(node: Service):
+    app = build_app(service=node, with_mcp=False, write_limit=0)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        await play_the_loop(HttpAgent(client))
+
+
+@pytest.mark.anyio
+async def test_the_loop_over_mcp(node: Service):
+    async with Client(build_mcp_server(lambda: node), mode="legacy") as client:
+        await play_the_loop(McpAgent(client))
