@@ -17,10 +17,13 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
-from .service import ReadResult, Service, dedupe_markdown, llms_txt, require_node_id, review_markdown, submitter
+from .outcomes import dedupe_markdown, review_markdown, submitter
+from .publishing import require_node_id
+from .reading import ReadResult
+from .service import Service, llms_txt
 
 log = logging.getLogger("knowmesh.http")
 

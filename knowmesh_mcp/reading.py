@@ -14,6 +14,7 @@ from typing import Any
 from . import next_steps
 from .environment import Environment, Scope, match_rank, parse_constraint, parse_env, scope_matches, solution_scope
 from .evidence import Evidence, best_answer_state, stats_view
+from .markdown import render_article
 from .errors import KnowmeshError, bad_parameter
 
 # ?fields= values of the spec, and the sections each one selects.
@@ -413,3 +414,28 @@ def search_result(
         result["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
                           else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
     return result
+
+
+@dataclass
+class ReadResult:
+    """A read view plus what the transports send beside it (ETag, cache and trust headers)."""
+
+    body: dict[str, Any]
+    etag: str
+    cache_control: str = "public, max-age=300"
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "ETag": self.etag,
+            "Cache-Control": self.cache_control,
+            "X-Knowmesh-Content-Trust": "untrusted-data",
+            "X-Knowmesh-Article-Revision": str(self.body["revision"]),
+            "X-Knowmesh-Node-Version": self.body["version"],
+            "X-Knowmesh-Has-Answer": "true" if self.body["has_answer"] else "false",
+        }
+        if self.body.get("stats", {}).get("stale", True):
+            headers["X-Knowmesh-Stale"] = "true"
+        return headers
+
+    def markdown(self) -> str:
+        return render_article(self.body)

@@ -4,8 +4,7 @@ service, HTTP and MCP: verified, known-failed and hidden, disputed, cleared, and
 from __future__ import annotations
 
 import json
-import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import httpx2
 import pytest

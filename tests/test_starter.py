@@ -10,7 +10,8 @@ import pytest
 from knowmesh_mcp.environment import scopes_overlap, solution_scope
 from knowmesh_mcp.model import validate_node
 from knowmesh_mcp.normalize import quoted_values, signature_hash
-from knowmesh_mcp.service import Service, check_overlaps, load_documents
+from knowmesh_mcp.publishing import check_overlaps
+from knowmesh_mcp.service import Service, load_documents
 from knowmesh_mcp.store import store_dir
 
 DOCUMENTS = [raw for _, raw in load_documents([store_dir() / "starter"])]

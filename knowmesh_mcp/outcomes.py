@@ -1,0 +1,414 @@
+"""Runtime evidence and the work it creates: outcome reports, failed attempts, the write limit,
+the review queue and duplicate votes (protocol sections 4, 5 and 8; spec trust.md).
+
+The rules themselves are pure (`evidence`); these mixins validate input, write in one
+transaction and derive node_stats there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import next_steps
+from .environment import Environment, env_from_mapping, scope_matches, solution_scope
+from .errors import KnowmeshError, bad_parameter, not_found
+from .evidence import OUTCOMES, Evidence, node_stats
+from .model import canonical_json
+from .publishing import behavior_hash, check_agent, require_node_id
+from .reading import choose_answer, scoped_solutions
+from .store import StatsRow, Store, Writer, utc_now
+
+class OutcomeReporting:
+    """Mixed into Service: outcome reports and the evidence they derive (protocol section 4)."""
+
+    store: Store
+
+    async def ip_hash(self, address: str | None) -> str | None:
+        """A keyed hash of a client address (secret made once per database); never the address."""
+        if not address:
+            return None
+        secret = await self.store.get_meta("ip_hash_secret")
+        if secret is None:
+            async with self.store.write() as tx:
+                await tx.connection.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('ip_hash_secret', ?)", (secrets.token_hex(32),)
+                )
+            secret = await self.store.get_meta("ip_hash_secret")
+        assert secret is not None
+        return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
+
+    async def check_submission(self, subject: str | None, limit: int) -> None:
+        """Rate limit of the spec: `limit` accepted submissions per hour per subject (0: off)."""
+        if limit > 0 and subject and await self.store.writes_in(subject, _hour()) >= limit:
+            raise KnowmeshError(429, "rate_limited", f"at most {limit} submissions per hour per agent or address; "
+                                "try again next hour", limit=limit)
+
+    async def record_submission(self, subject: str | None) -> None:
+        """Count an accepted submission; refused input never uses up the allowance."""
+        if subject:
+            async with self.store.write() as tx:
+                await tx.count_write(subject, _hour())
+
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
+        if not isinstance(report, dict):
+            raise KnowmeshError(400, "invalid_feedback", "the report must be a JSON object", field="/")
+        outcome = report.get("outcome")
+        if outcome not in OUTCOMES:
+            raise bad_parameter("outcome", f"outcome must be one of {', '.join(OUTCOMES)}", code="invalid_outcome")
+        node_id = report.get("node")
+        if not isinstance(node_id, str):
+            raise bad_parameter("node", "node is required: the node id you read", code="invalid_feedback")
+        require_node_id(node_id)
+        solution_id = report.get("solution")
+        if not isinstance(solution_id, str) or not solution_id:
+            raise bad_parameter("solution", "solution is required: the id of the answer you ran", code="invalid_feedback")
+        env_object = report.get("env") if isinstance(report.get("env"), dict) else {}
+        environment = env_from_mapping(env_object)
+        agent = report.get("agent")
+        agent_id = agent.get("id") if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip() else None
+        model = agent.get("model") if isinstance(agent, dict) and isinstance(agent.get("model"), str) else None
+        evidence_object = report.get("evidence") if isinstance(report.get("evidence"), dict) else {}
+        exit_code = evidence_object.get("exit_code")
+        reason = report.get("reason") if isinstance(report.get("reason"), str) and report["reason"].strip() else None
+        if outcome == "solved" and (isinstance(exit_code, bool) or exit_code != 0):
+            raise bad_parameter("evidence.exit_code", "solved requires evidence.exit_code = 0: run the verify command first",
+                                code="invalid_feedback")
+        if outcome in ("failed", "dangerous") and reason is None:
+            raise bad_parameter("reason", f"{outcome} requires reason: what happened", code="invalid_feedback")
+        if outcome == "failed" and agent_id is None:
+            raise bad_parameter("agent.id", "failed requires agent.id: failures are votes of distinct agents",
+                                code="invalid_feedback")
+        if outcome in ("failed", "env_mismatch") and not (environment.os or environment.runtimes or environment.pkg_manager):
+            raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
+        note = report.get("note") if isinstance(report.get("note"), str) else None
+        async with self.store.write() as tx:
+            state = await tx.node_for_edit(node_id)
+            if state is None:
+                raise not_found("node", node_id)
+            current_revision, document, _ = state
+            known = await tx.solution_behaviours(node_id)
+            if solution_id not in known:
+                raise not_found("solution", solution_id)
+            current = _current_revisions(document, known)
+            revision = report.get("revision", current.get(solution_id))
+            if revision is None:
+                raise bad_parameter("revision", "this answer was removed: give the revision you ran", code="invalid_feedback")
+            if isinstance(revision, bool) or not isinstance(revision, int) or revision not in known[solution_id].values():
+                raise not_found("revision", str(revision))
+            version = report.get("node_version")
+            if version is not None and (not isinstance(version, str) or await self.store.get_version(node_id, version) is None):
+                raise not_found("version", str(version))
+            cluster = environment.cluster()
+            key = (solution_id, revision, cluster)
+            before = {_stats_key(r): r for r in await self._stats_rows(tx, node_id, current)}
+            row = {
+                "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
+                "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
+                "agent_id": agent_id, "model": model, "ip_hash": ip_hash if agent_id is None else None,
+                "reason": reason, "note": note,
+                "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest() if evidence_object else None,
+                "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+                "created_at": utc_now(),
+            }
+            try:
+                report_id = await tx.insert_feedback(row)
+            except sqlite3.IntegrityError:
+                raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
+                                    "this environment; one agent is one vote") from None
+            after = await self._stats_rows(tx, node_id, current)
+            await tx.replace_stats(node_id, after)
+        old = before.get(key)
+        now_row = next(r for r in after if _stats_key(r) == key)
+        body: dict[str, Any] = {
+            "ok": True, "accepted": True, "id": report_id, "node": node_id, "solution": solution_id,
+            "revision": revision, "outcome": outcome, "cluster": cluster,
+            "failure_state": now_row.failure_state, "answer_state": now_row.answer_state,
+            "counts": {"failed_agents": now_row.failed_agents, "solved_agents": now_row.solved_agents},
+            "anonymous": agent_id is None,
+        }
+        flipped = now_row.failure_state in ("known_failed", "disputed") and (old is None or old.failure_state != now_row.failure_state)
+        if flipped:
+            blocked_solution = {"id": solution_id, "revision": revision}
+            body["next"] = next_steps.blocked(node_id, current_revision, environment.to_dict(), blocked_solution)
+        return body
+
+    @staticmethod
+    async def _stats_rows(tx: Writer, node_id: str, current: dict[str, int]) -> list[StatsRow]:
+        return node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC))
+
+
+def _hour() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H")
+
+
+def submitter(agent: Any, ip_hash: str | None) -> str | None:
+    """Who a submission counts against: its agent.id, else the keyed hash of its address."""
+    if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip():
+        return "agent:" + agent["id"].strip()
+    return f"ip:{ip_hash}" if ip_hash else None
+
+
+def _stats_key(row: StatsRow) -> tuple[str, int, str]:
+    return row.solution_id, row.solution_revision, row.cluster
+
+
+def _current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:
+    """{solution id: the revision of its current behaviour}."""
+    return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
+
+
+MAX_STEPS = 50
+MAX_TEXT = 4000
+
+
+class FailedAttempts:
+    """Mixed into Service: shared failed approaches while no answer applies (protocol section 5)."""
+
+    store: Store
+
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """POST /v1/nodes/{id}/failures: record an approach that did not work, for the next agent."""
+        require_node_id(node_id)
+        if not isinstance(attempt, dict):
+            raise KnowmeshError(400, "invalid_failure", "the report must be a JSON object", field="/")
+        environment = env_from_mapping(attempt.get("environment") if isinstance(attempt.get("environment"), dict) else {})
+        if not (environment.os or environment.runtimes or environment.pkg_manager):
+            raise bad_parameter("environment", "give at least one of environment.os, .runtime, .pkg_manager",
+                                code="invalid_failure")
+        texts = {}
+        for name in ("summary", "reason"):
+            value = attempt.get(name)
+            if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT:
+                raise bad_parameter(name, f"{name} is required (at most {MAX_TEXT} characters)", code="invalid_failure")
+            texts[name] = value.strip()
+        steps = attempt.get("steps")
+        if (not isinstance(steps, list) or not steps or len(steps) > MAX_STEPS
+                or not all(isinstance(step, str) and step.strip() and len(step) <= MAX_TEXT for step in steps)):
+            raise bad_parameter("steps", f"steps must be 1 to {MAX_STEPS} commands you ran", code="invalid_failure")
+        agent = attempt.get("agent") if isinstance(attempt.get("agent"), dict) else {}
+        agent_id = agent.get("id") if isinstance(agent.get("id"), str) and agent["id"].strip() else None
+        async with self.store.write() as tx:
+            state = await tx.node_for_edit(node_id)
+            if state is None:
+                raise not_found("node", node_id)
+            _, document, _ = state
+            known = await tx.solution_behaviours(node_id)
+            current = _current_revisions(document, known)
+            evidence = Evidence(await self._stats_rows(tx, node_id, current))  # type: ignore[attr-defined]
+            scoped = scoped_solutions(document, current, evidence, environment)
+            usable, _ = choose_answer(scoped, environment)
+            if usable is not None:
+                raise KnowmeshError(
+                    409, "answer_exists",
+                    f"answer {usable['id']!r} applies to your environment: run it and report the outcome with "
+                    "POST /v1/feedback (MCP report_outcome) instead",
+                    solution=usable["id"], revision=usable["revision"],
+                )
+            failure_id = await tx.insert_failure({
+                "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
+                "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
+                "reason": texts["reason"], "agent_id": agent_id,
+                "model": agent.get("model") if isinstance(agent.get("model"), str) else None,
+                "ip_hash": ip_hash if agent_id is None else None, "created_at": utc_now(),
+            })
+        return {"ok": True, "accepted": True, "id": failure_id, "node": node_id, "cluster": environment.cluster(),
+                "archived": False, "path": f"/v1/nodes/{node_id}/failures"}
+
+    async def list_failures(self, node_id: str) -> dict[str, Any]:
+        """GET /v1/nodes/{id}/failures: every shared failed approach, visible and archived."""
+        require_node_id(node_id)
+        if await self.store.get_node(node_id) is None:
+            raise not_found("node", node_id)
+        return {"id": node_id, "failures": await self.store.failures_of(node_id), "trust": "untrusted-data"}
+
+
+async def archive_answered_failures(tx: Writer, node_id: str, document: dict[str, Any], revision_id: str) -> None:
+    """Archive the failed attempts that a published answer now covers (never delete them)."""
+    open_failures = await tx.open_failures(node_id)
+    if not open_failures or not document["content"]["solutions"]:
+        return
+    node_environment = document["signature"].get("environment", [])
+    scopes = [solution_scope(s.get("env", []), node_environment) for s in document["content"]["solutions"]]
+    covered = [failure_id for failure_id, environment in open_failures
+               if any(scope_matches(scope, stored_environment(environment)) for scope in scopes)]
+    await tx.archive_failures(covered, revision_id)
+
+
+def stored_environment(environment: dict[str, Any]) -> Environment:
+    """An Environment back from its stored `to_dict()` form."""
+    return Environment(os=environment.get("os"), os_version=environment.get("os_version"),
+                       runtimes=dict(environment.get("runtimes") or {}), pkg_manager=environment.get("pkg_manager"),
+                       labels=tuple(environment.get("labels") or ()))
+
+
+REVIEW_REASONS = ("failed_answer", "disputed", "unsolved", "failure_after_edit", "stale", "needs_second_verification")
+MAX_REVIEW_LIMIT = 200
+
+
+class ReviewQueue:
+    """Mixed into Service: what needs attention, highest priority first (protocol section 8)."""
+
+    store: Store
+
+    async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
+        if limit is None:
+            limit = 50
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_REVIEW_LIMIT:
+            raise bad_parameter("limit", f"limit must be between 1 and {MAX_REVIEW_LIMIT}")
+        now = datetime.now(UTC)
+        year_ago = (now - timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        day_ago = (now - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        sources = {
+            "failed_answer": lambda n: self.store.answers_in_state("known_failed", n),
+            "disputed": lambda n: self.store.answers_in_state("disputed", n),
+            "unsolved": self.store.unsolved_nodes,
+            "failure_after_edit": self.store.failures_after_edit,
+            "stale": lambda n: self.store.stale_nodes(year_ago, n),
+            "needs_second_verification": lambda n: self.store.awaiting_second_verification(day_ago, n),
+        }
+        items: list[dict[str, Any]] = []
+        seen: set[tuple[str, str | None]] = set()
+        for reason in REVIEW_REASONS:
+            if len(items) >= limit:
+                break
+            for node_id, title, base, solution, revision, cluster, reports in await sources[reason](limit):
+                if (node_id, solution) in seen or len(items) >= limit:
+                    continue
+                if reason == "stale":  # a node-level finding: name its first answer
+                    row = await self.store.get_node(node_id)
+                    if row is None or not row.document["content"]["solutions"]:
+                        continue
+                    solution = row.document["content"]["solutions"][0]["id"]
+                    revision = row.solution_revisions.get(solution, 1)
+                seen.add((node_id, solution))
+                items.append(_review_item(reason, node_id, title, base, solution, revision, cluster, reports))
+        return {"reasons": list(REVIEW_REASONS), "limit": limit, "items": items, "trust": "untrusted-data"}
+
+
+def _review_item(reason: str, node_id: str, title: str, base: int, solution: str | None, revision: int | None,
+                 cluster: str | None, reports: int) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "reason": reason, "id": node_id, "title": title, "path": f"/v1/nodes/{node_id}", "html_path": f"/nodes/{node_id}",
+        "base_revision": base, "solution": solution, "revision": revision, "environment": cluster or None,
+        "reports": reports,
+    }
+    if solution is None:
+        item["next"] = {"patch_article": next_steps.add_answer(node_id, base, None)}
+    else:
+        item["next"] = {
+            "report_outcome": next_steps.report_outcome(node_id, solution, revision or 1, cluster),
+            "patch_article": next_steps.replace_answer(node_id, base, {"id": solution}),
+        }
+    return item
+
+
+def review_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> str:
+    """/review.md: the same queue for a person or an agent that prefers text."""
+    lines = ["# Review queue", "", "Answers that need attention, highest priority first. Node text is untrusted data.", ""]
+    if not queue["items"]:
+        lines.append("Nothing needs attention.")
+    for number, item in enumerate(queue["items"], 1):
+        answer = f"answer `{item['solution']}` revision {item['revision']}" if item["solution"] else "no answer yet"
+        where = f", environment `{item['environment']}`" if item["environment"] else ""
+        lines += [f"{number}. **{item['reason']}**: [{item['id']}]({item['html_path']}), {answer}{where}, "
+                  f"{item['reports']} report(s), base_revision {item['base_revision']}"]
+        for key, request in item["next"].items():
+            lines.append(f"   - {key}: `{request['method']} {base_url}{request['path']}` (MCP `{request['tool']}`)")
+    return "\n".join(lines) + "\n"
+
+
+class Dedupe:
+    """Mixed into Service: suspected duplicates settled by distinct agents' votes, never auto-merged."""
+
+    store: Store
+
+    async def open_dedupe_task(self, body: Any) -> dict[str, Any]:
+        """POST /v1/dedupe/tasks: queue a pair (`node`, `candidate`) that may be one problem."""
+        if not isinstance(body, dict):
+            raise KnowmeshError(400, "invalid_dedupe", "the request must be a JSON object", field="/")
+        first, second = body.get("node"), body.get("candidate")
+        for name, value in (("node", first), ("candidate", second)):
+            if not isinstance(value, str):
+                raise bad_parameter(name, f"{name} is required: a node id", code="invalid_dedupe")
+            require_node_id(value)
+        if first == second:
+            raise bad_parameter("candidate", "a node cannot duplicate itself", code="invalid_dedupe")
+        agent = body.get("agent") if isinstance(body.get("agent"), dict) else {}
+        async with self.store.write() as tx:
+            for value in (first, second):
+                if not await tx.versions_of([value]):
+                    raise not_found("node", value)
+            existing = await tx.dedupe_task_for(first, second)
+            task_id = existing or await tx.insert_dedupe_task(
+                first, second, body.get("reason") if isinstance(body.get("reason"), str) else None,
+                agent.get("id") if isinstance(agent.get("id"), str) else None,
+            )
+        return {"ok": True, "task_id": task_id, "created": existing is None, "path": "/dedupe.md",
+                "vote": {"method": "POST", "path": f"/v1/dedupe/tasks/{task_id}/votes",
+                         "body": {"vote": "<same | different>", "canonical_id": f"<{first} or {second}, when same>",
+                                  "agent": {"id": "<your-agent-id>"}}}}
+
+    async def vote_dedupe(self, task_id: Any, body: Any) -> dict[str, Any]:
+        """Two `same` votes on one canonical id flag the pair for an administrator; two `different` close it."""
+        if not isinstance(body, dict) or body.get("vote") not in ("same", "different"):
+            raise bad_parameter("vote", "vote must be same or different", code="invalid_dedupe")
+        agent = check_agent(body.get("agent"))
+        try:
+            number = int(task_id)
+        except (TypeError, ValueError):
+            raise not_found("dedupe_task", str(task_id)) from None
+        async with self.store.write() as tx:
+            task = await tx.dedupe_task(number)
+            if task is None:
+                raise not_found("dedupe_task", str(task_id))
+            first, second, current_status = task
+            canonical = body.get("canonical_id")
+            if body["vote"] == "same" and canonical not in (first, second):
+                raise bad_parameter("canonical_id", "a same vote names the node to keep: one of the pair",
+                                    code="invalid_dedupe")
+            if current_status != "open":
+                raise KnowmeshError(409, "dedupe_settled", f"this task is already {current_status}")
+            try:
+                await tx.add_dedupe_vote(number, agent["id"], body["vote"], canonical if body["vote"] == "same" else None)
+            except sqlite3.IntegrityError:
+                raise KnowmeshError(409, "duplicate_vote", "one vote per agent") from None
+            votes = await tx.dedupe_votes(number)
+            same = {}
+            for _, vote, target in votes:
+                if vote == "same":
+                    same[target] = same.get(target, 0) + 1
+            different = sum(1 for _, vote, _ in votes if vote == "different")
+            status, settled_on = "open", None
+            agreed = [target for target, count in same.items() if count >= 2]
+            if agreed:
+                status, settled_on = "flagged", agreed[0]
+            elif different >= 2:
+                status = "closed"
+            if status != "open":
+                await tx.set_dedupe_status(number, status, settled_on)
+        return {"ok": True, "task_id": number, "status": status, "canonical_id": settled_on,
+                "votes": {"same": sum(same.values()), "different": different}}
+
+    async def dedupe_queue(self, *, limit: int = 50) -> dict[str, Any]:
+        return {"tasks": await self.store.dedupe_tasks("open", limit), "trust": "untrusted-data"}
+
+
+def dedupe_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> str:
+    lines = ["# Duplicate candidates", "",
+             "Two distinct agents voting `same` on one canonical id flag a pair for an administrator; two `different`",
+             "votes close it. Nothing is merged automatically.", ""]
+    if not queue["tasks"]:
+        lines.append("No open tasks.")
+    for task in queue["tasks"]:
+        lines += [f"- task {task['task_id']}: `{task['node']}` vs `{task['candidate']}` "
+                  f"(same {task['votes']['same']}, different {task['votes']['different']})",
+                  f"  `POST {base_url}/v1/dedupe/tasks/{task['task_id']}/votes` with "
+                  '`{"vote": "same", "canonical_id": "<id to keep>", "agent": {"id": "<you>"}}` or `{"vote": "different", ...}`']
+    return "\n".join(lines) + "\n"
