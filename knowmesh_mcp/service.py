@@ -221,11 +221,11 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """GET /v1/nodes/{id}: the current article, with one answer when `env` is given."""
         require_node_id(node_id)
         request = request or ReadRequest()
-        row = await self.store.get_node(node_id)
-        if row is None:
+        found = await self.store.get_node_for_read(node_id)
+        if found is None:
             raise not_found("node", node_id)
-        stats = (await self.store.stats_of([node_id])).get(node_id, [])
-        failures = await self.store.failures_of(node_id)
+        row, stats, failure_count = found
+        failures = await self.store.failures_of(node_id) if failure_count else []
         body = article_view(
             document=row.document, version=row.version, status=row.status, revision=row.revision,
             solution_revisions=row.solution_revisions, created_at=row.created_at,

@@ -228,8 +228,7 @@ class Writer:
         self.connection = connection
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self.connection.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self.connection.execute_fetchall(sql, params))
 
     async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
         """(current revision, current document, status) read inside the write transaction."""
@@ -577,8 +576,8 @@ class Store:
     # -- reads ---------------------------------------------------------------------------
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self._reader.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        # One hop to the connection's thread (execute + fetchall would be two): reads are mostly hops.
+        return list(await self._reader.execute_fetchall(sql, params))
 
     async def get_meta(self, key: str) -> str | None:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = ?", (key,))
@@ -591,6 +590,19 @@ class Store:
             (node_id,),
         )
         return _node_row(rows[0]) if rows else None
+
+    async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
+        """A node with its node_stats rows and its count of failed attempts, in one round trip."""
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS},
+                  (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats WHERE node_id = n.id),
+                  (SELECT count(*) FROM failures WHERE node_id = n.id)
+                FROM nodes n JOIN node_versions v ON v.version = n.current_version WHERE n.id = ?""",
+            (node_id,),
+        )
+        if not rows:
+            return None
+        return _node_row(rows[0]), [StatsRow(*values) for values in json.loads(rows[0][12])], int(rows[0][13])
 
     async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
         if not pks:
