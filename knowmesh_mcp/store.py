@@ -361,13 +361,6 @@ class Writer:
             "UPDATE dedupe_tasks SET status = ?, canonical_id = ? WHERE id = ?", (status, canonical_id, task_id)
         )
 
-    async def solution_revision_exists(self, node_id: str, solution_id: str, revision: int) -> bool:
-        rows = await self._all(
-            "SELECT 1 FROM solution_revisions WHERE node_id = ? AND solution_id = ? AND revision = ?",
-            (node_id, solution_id, revision),
-        )
-        return bool(rows)
-
     async def apply_edit(self, edit: Edit) -> str:
         """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
         now = utc_now()
@@ -849,16 +842,6 @@ class Store:
             if len(rows) < batch:
                 return
             after = rows[-1][0]
-
-    async def signature_errors(self) -> list[tuple[str, str]]:
-        """(node id, signature.error) of every node, for recomputing hashes."""
-        rows = await self._fetchall(
-            """SELECT n.id, json_extract(v.document, '$.signature.error') FROM nodes n
-               JOIN node_versions v ON v.version = n.current_version"""
-        )
-        return [(row[0], row[1]) for row in rows]
-
-    # -- search ------------------------------------------------------------------------
 
     async def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many nodes contain each term (absent terms are left out).
