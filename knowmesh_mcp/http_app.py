@@ -253,6 +253,17 @@ def build_app(
         queue = await current().dedupe_queue()
         return PlainTextResponse(dedupe_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
+    async def changes(request: Request) -> Response:
+        page = await current().changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+        return JSONResponse(page, headers=TRUST_HEADER)
+
+    async def changes_jsonl(request: Request) -> Response:
+        page = await current().changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+        lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in page["changes"])
+        headers = {**TRUST_HEADER, "X-Knowmesh-Next-Cursor": page["next_cursor"],
+                   "X-Knowmesh-Has-More": "true" if page["has_more"] else "false"}
+        return Response(lines, media_type="application/x-ndjson", headers=headers)
+
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -279,6 +290,8 @@ def build_app(
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/changes", changes, methods=["GET"]),
+        Route("/v1/changes.jsonl", changes_jsonl, methods=["GET"]),
         Route("/v1/feedback", feedback, methods=["POST"]),
         Route("/v1/review", review, methods=["GET"]),
         Route("/review.md", review_md, methods=["GET"]),

@@ -22,7 +22,7 @@ from . import next_steps
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
-from .evidence import Evidence
+from .evidence import Evidence, best_answer_state
 from .model import InvalidNode, canonical_json, validate_node
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
 from .outcomes import Dedupe, FailedAttempts, OutcomeReporting, ReviewQueue
@@ -39,7 +39,7 @@ from .reading import (
     search_result,
 )
 from .search import SEARCH_INDEX_VERSION, TIERS, QueryPlan, find, index_row, similar_nodes
-from .store import NewNode, Store, store_dir
+from .store import NewNode, StatsRow, Store, store_dir
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
@@ -354,6 +354,26 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             )
         return envelope
 
+    # -- changes (sync) ----------------------------------------------------------------
+
+    async def changes(self, *, since: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        """GET /v1/changes: nodes written after a cursor, in write order (protocol section 9)."""
+        limit = MAX_LIST_LIMIT if limit is None else limit
+        if limit < 1:
+            raise bad_parameter("limit", "limit must be a positive integer")
+        limit = min(limit, 1000)
+        after = 0
+        if since:
+            payload = decode_cursor(since)
+            if not payload["after"].isdigit():
+                raise bad_parameter("since", "since is not a cursor this server issued", code="invalid_cursor")
+            after = int(payload["after"])
+        rows = await self.store.changes_after(after, limit + 1)
+        page = rows[:limit]
+        # No changes: the cursor comes back unchanged, so a sync loop can simply keep it.
+        next_cursor = encode_cursor({"after": str(page[-1][0] if page else after)})
+        return {"changes": [_change_entry(row) for row in page], "next_cursor": next_cursor, "has_more": len(rows) > limit}
+
     # -- import / export ---------------------------------------------------------------
 
     async def import_documents(
@@ -441,6 +461,25 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """Every current document with its status and version, in id order (what import reads back)."""
         async for document, status, version in self.store.iter_current_documents():
             yield {**document, "status": status, "version": version}
+
+
+def _change_entry(row: Any) -> dict[str, Any]:
+    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json = row
+    stats = [StatsRow(*values) for values in json.loads(stats_json)]
+    states = {r.failure_state for r in stats}
+    reasons = [reason for reason, hit in (
+        ("failed_answer", "known_failed" in states), ("disputed", "disputed" in states), ("unsolved", not has_answer),
+    ) if hit]
+    change = "deprecated" if status == "deprecated" else "created" if revision == 1 else "updated"
+    entry: dict[str, Any] = {
+        "id": node_id, "change": change, "version": version, "status": status, "title": title,
+        "updated_at": updated_at, "path": f"/v1/nodes/{node_id}", "revision": revision,
+        "answer_state": best_answer_state([r.answer_state for r in stats]) if stats else "draft",
+        "needs_review": bool(reasons),
+    }
+    if reasons:
+        entry["review_reasons"] = reasons
+    return entry
 
 
 def _guess_ecosystem(query: str, env: Environment | None) -> str:

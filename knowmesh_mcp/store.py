@@ -812,6 +812,18 @@ class Store:
             for r in rows
         ]
 
+    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
+        node-wide stats as JSON rows) of nodes written after `seq`, in write order."""
+        return await self._fetchall(
+            f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
+                       n.current_revision, n.has_answer,
+                       (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s
+                        WHERE s.node_id = n.id AND s.solution_id != '' AND s.cluster != '')
+                FROM nodes n WHERE n.change_seq > ? ORDER BY n.change_seq LIMIT ?""",
+            (seq, limit),
+        )
+
     async def revisions(self, node_id: str) -> list[RevisionRow]:
         rows = await self._fetchall(
             f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = ? ORDER BY revision", (node_id,)
