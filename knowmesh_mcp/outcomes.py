@@ -89,11 +89,7 @@ class OutcomeReporting:
             raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
         note = report.get("note") if isinstance(report.get("note"), str) else None
         async with self.store.write() as tx:
-            state = await tx.node_for_edit(node_id)
-            if state is None:
-                raise not_found("node", node_id)
-            current_revision, document, _ = state
-            known = await tx.solution_behaviours(node_id)
+            current_revision, document, known = await _node_answers(tx, node_id)
             if solution_id not in known:
                 raise not_found("solution", solution_id)
             current = _current_revisions(document, known)
@@ -159,6 +155,15 @@ def _stats_key(row: StatsRow) -> tuple[str, int, str]:
     return row.solution_id, row.solution_revision, row.cluster
 
 
+async def _node_answers(tx: Writer, node_id: str) -> tuple[int, dict[str, Any], dict[str, dict[str, int]]]:
+    """(current revision, current document, every behaviour of every answer) of a node, or 404."""
+    state = await tx.node_for_edit(node_id)
+    if state is None:
+        raise not_found("node", node_id)
+    revision, document, _ = state
+    return revision, document, await tx.solution_behaviours(node_id)
+
+
 def _current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:
     """{solution id: the revision of its current behaviour}."""
     return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
@@ -195,13 +200,10 @@ class FailedAttempts:
         agent = attempt.get("agent") if isinstance(attempt.get("agent"), dict) else {}
         agent_id = agent.get("id") if isinstance(agent.get("id"), str) and agent["id"].strip() else None
         async with self.store.write() as tx:
-            state = await tx.node_for_edit(node_id)
-            if state is None:
-                raise not_found("node", node_id)
-            _, document, _ = state
-            known = await tx.solution_behaviours(node_id)
+            _, document, known = await _node_answers(tx, node_id)
             current = _current_revisions(document, known)
-            evidence = Evidence(await self._stats_rows(tx, node_id, current))  # type: ignore[attr-defined]
+            # The stored rows are current: this transaction holds the write lock.
+            evidence = Evidence((await self.store.stats_of([node_id])).get(node_id, []))
             scoped = scoped_solutions(document, current, evidence, environment)
             usable, _ = choose_answer(scoped, environment)
             if usable is not None:
