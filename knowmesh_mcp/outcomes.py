@@ -33,7 +33,7 @@ class OutcomeReporting:
         """A keyed hash of a client address (secret made once per database); never the address."""
         if not address:
             return None
-        secret = await self.store.get_meta("ip_hash_secret")
+        secret = getattr(self, "_ip_secret", None) or await self.store.get_meta("ip_hash_secret")
         if secret is None:
             async with self.store.write() as tx:
                 await tx.connection.execute(
@@ -41,6 +41,7 @@ class OutcomeReporting:
                 )
             secret = await self.store.get_meta("ip_hash_secret")
         assert secret is not None
+        self._ip_secret = secret  # made once per database, never changes: read it once
         return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
 
     async def check_submission(self, subject: str | None, limit: int) -> None:
