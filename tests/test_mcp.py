@@ -193,3 +193,13 @@ async def test_streamable_http(base_url, make_doc, mode):
         assert [s["id"] for s in read.structured_content["content"]["solutions"]] == ["venv-macos"]
         missing = await client.call_tool("read_article", {"id": "python/missing"})
         assert error_body(missing)["error"]["code"] == "node_not_found"
+
+
+async def test_fix_error_prompt(service):
+    async with in_process(service, "legacy") as client:
+        prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+        assert "fix-error" in prompts
+        result = await client.get_prompt("fix-error", {"error": "ModuleNotFoundError: No module named 'x'",
+                                                       "env": "linux,python-3.12"})
+    text = result.messages[0].content.text
+    assert "`search`" in text and "report_outcome" in text and "No module named 'x'" in text and "linux,python-3.12" in text
