@@ -8,6 +8,7 @@ domain logic and no SQL. Every error, including malformed requests, is the JSON 
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,11 +17,11 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
-from .outcomes import dedupe_markdown, review_markdown, submitter
+from .outcomes import dedupe_markdown, issue_markdown, issues_markdown, review_markdown, submitter
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -264,6 +265,30 @@ def build_app(
                    "X-Knowmesh-Has-More": "true" if page["has_more"] else "false"}
         return Response(lines, media_type="application/x-ndjson", headers=headers)
 
+    async def issues_post(request: Request) -> Response:
+        if read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+        payload = await read_json(request)
+        response = await submission(request, payload, lambda ip: current().file_issue(payload, ip_hash=ip))
+        filed = json.loads(response.body)
+        filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
+        return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
+
+    def as_page(request: Request, markdown: str, title: str) -> Response:
+        """Markdown, or a minimal escaped HTML page on Accept: text/html."""
+        if "text/html" in request.headers.get("accept", ""):
+            page = (f"<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+                    f"<title>{html.escape(title)}</title><pre style='white-space:pre-wrap'>{html.escape(markdown)}</pre>")
+            return HTMLResponse(page)
+        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8")
+
+    async def issues_index(request: Request) -> Response:
+        return as_page(request, issues_markdown(await current().list_issues()), "Service issues")
+
+    async def issue_page(request: Request) -> Response:
+        issue = await current().get_issue(request.path_params["number"])
+        return as_page(request, issue_markdown(issue), f"Issue {issue['number']}")
+
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -290,6 +315,9 @@ def build_app(
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/issues", issues_post, methods=["POST"]),
+        Route("/issues", issues_index, methods=["GET"]),
+        Route("/issues/{number}", issue_page, methods=["GET"]),
         Route("/v1/changes", changes, methods=["GET"]),
         Route("/v1/changes.jsonl", changes_jsonl, methods=["GET"]),
         Route("/v1/feedback", feedback, methods=["POST"]),

@@ -415,3 +415,71 @@ def dedupe_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> s
                   f"  `POST {base_url}/v1/dedupe/tasks/{task['task_id']}/votes` with "
                   '`{"vote": "same", "canonical_id": "<id to keep>", "agent": {"id": "<you>"}}` or `{"vote": "different", ...}`']
     return "\n".join(lines) + "\n"
+
+
+ISSUE_FIELDS = ("endpoint", "request", "expected", "actual", "environment")
+MAX_ISSUE_TITLE, MAX_ISSUE_BODY, MAX_ISSUE_FIELD = 200, 8000, 2000
+
+
+class ServiceIssues:
+    """Mixed into Service: reports about the service itself (protocol section 12)."""
+
+    store: Store
+
+    async def file_issue(self, issue: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """POST /v1/issues: 202 with the issue number."""
+        if not isinstance(issue, dict):
+            raise KnowmeshError(400, "invalid_issue", "the issue must be a JSON object", field="/")
+        for name, limit in (("title", MAX_ISSUE_TITLE), ("body", MAX_ISSUE_BODY)):
+            value = issue.get(name)
+            if not isinstance(value, str) or not value.strip() or len(value) > limit:
+                raise bad_parameter(name, f"{name} is required, at most {limit} characters", code="invalid_issue")
+        details: dict[str, Any] = {}
+        for name in ISSUE_FIELDS:
+            value = issue.get(name)
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_ISSUE_FIELD):
+                raise bad_parameter(name, f"{name} must be text of at most {MAX_ISSUE_FIELD} characters",
+                                    code="invalid_issue")
+            details[name] = value
+        labels = issue.get("labels", [])
+        if not isinstance(labels, list) or len(labels) > 10 or not all(isinstance(x, str) and len(x) <= 50 for x in labels):
+            raise bad_parameter("labels", "labels must be at most 10 short strings", code="invalid_issue")
+        details["labels"] = labels
+        agent = issue.get("agent") if isinstance(issue.get("agent"), dict) else {}
+        agent_id = agent.get("id") if isinstance(agent.get("id"), str) else None
+        async with self.store.write() as tx:
+            number = await tx.insert_issue({
+                "title": issue["title"].strip(), "body": issue["body"].strip(),
+                "details": json.dumps(details, ensure_ascii=False), "agent_id": agent_id,
+                "model": agent.get("model") if isinstance(agent.get("model"), str) else None,
+                "ip_hash": ip_hash if agent_id is None else None, "status": "open", "created_at": utc_now(),
+            })
+        return {"ok": True, "issue_number": number, "status": "open", "url": f"/issues/{number}"}
+
+    async def list_issues(self) -> list[dict[str, Any]]:
+        return await self.store.service_issues()
+
+    async def get_issue(self, number: Any) -> dict[str, Any]:
+        try:
+            wanted = int(number)
+        except (TypeError, ValueError):
+            raise not_found("issue", str(number)) from None
+        found = await self.store.service_issues(wanted, 1)
+        if not found:
+            raise not_found("issue", str(number))
+        return found[0]
+
+
+def issues_markdown(issues: list[dict[str, Any]]) -> str:
+    lines = ["# Service issues", "", "Reports about knowmesh itself. File one with POST /v1/issues.", ""]
+    lines += [f"- #{i['number']} [{i['status']}] {i['title']}" for i in issues] or ["No issues filed."]
+    return "\n".join(lines) + "\n"
+
+
+def issue_markdown(issue: dict[str, Any]) -> str:
+    lines = [f"# #{issue['number']}: {issue['title']}", "", f"Status: {issue['status']}, filed {issue['created_at']}", "",
+             issue["body"], ""]
+    lines += [f"- {name}: {issue[name]}" for name in ISSUE_FIELDS if issue.get(name)]
+    if issue.get("labels"):
+        lines.append("- labels: " + ", ".join(issue["labels"]))
+    return "\n".join(lines) + "\n"

@@ -25,7 +25,7 @@ from .errors import KnowmeshError, bad_parameter, not_found
 from .evidence import Evidence, best_answer_state
 from .model import InvalidNode, canonical_json, validate_node
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
-from .outcomes import Dedupe, FailedAttempts, OutcomeReporting, ReviewQueue
+from .outcomes import Dedupe, FailedAttempts, OutcomeReporting, ReviewQueue, ServiceIssues
 from .publishing import Prepared, check_overlaps, invalid_node_error, require_node_id
 from .reading import (
     FIELD_SECTIONS,
@@ -101,7 +101,7 @@ class ImportReport:
         }
 
 
-class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe):
+class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):

@@ -323,6 +323,12 @@ class Writer:
         )
         await self.connection.execute("DELETE FROM write_counts WHERE hour < ?", (hour,))
 
+    async def insert_issue(self, row: dict[str, Any]) -> int:
+        columns = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        cursor = await self.connection.execute(f"INSERT INTO service_issues ({columns}) VALUES ({marks})", list(row.values()))
+        return int(cursor.lastrowid or 0)
+
     async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
         """(node, candidate, status) of one task."""
         rows = await self._all("SELECT node_id, candidate_id, status FROM dedupe_tasks WHERE id = ?", (task_id,))
@@ -797,6 +803,15 @@ class Store:
         )
         return [{"task_id": r[0], "node": r[1], "candidate": r[2], "reason": r[3], "status": r[4], "canonical_id": r[5],
                  "created_at": r[6], "votes": {"same": r[7], "different": r[8]}} for r in rows]
+
+    async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        rows = await self._fetchall(
+            """SELECT number, title, body, details, agent_id, status, created_at FROM service_issues
+               WHERE (:number IS NULL OR number = :number) ORDER BY number DESC LIMIT :limit""",
+            {"number": number, "limit": limit},  # type: ignore[arg-type]
+        )
+        return [{"number": r[0], "title": r[1], "body": r[2], **json.loads(r[3]), "agent": r[4], "status": r[5],
+                 "created_at": r[6]} for r in rows]
 
     async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
         """Every failed attempt on a node, visible and archived, oldest first."""

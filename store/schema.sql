@@ -214,3 +214,15 @@ CREATE TABLE dedupe_votes (
 
 CREATE UNIQUE INDEX feedback_once_per_address
     ON feedback (ip_hash, node_id, solution_id, solution_revision, cluster) WHERE agent_id IS NULL AND ip_hash IS NOT NULL;
+
+CREATE TABLE service_issues (
+    number      INTEGER PRIMARY KEY,
+    title       TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    details     TEXT NOT NULL,  -- JSON: endpoint, request, expected, actual, environment, labels
+    agent_id    TEXT,
+    model       TEXT,
+    ip_hash     TEXT,
+    status      TEXT NOT NULL CHECK (status IN ('open', 'closed', 'discarded')),
+    created_at  TEXT NOT NULL
+);
