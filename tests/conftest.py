@@ -11,9 +11,14 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
+from hypothesis import settings
 
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.service import Service
+
+# Speed belongs to bench/, not to tests: no per-example deadline, so a busy machine cannot flake.
+settings.register_profile("knowmesh", deadline=None)
+settings.load_profile("knowmesh")
 
 BASE_DOCUMENT: dict[str, Any] = {
     "id": "python/module-not-found-venv",
