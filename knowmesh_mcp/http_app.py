@@ -116,14 +116,13 @@ def build_app(
                 await state["service"].close()
 
     async def create_node(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         body = await read_json(request)
         agent = body.pop("agent", None) if isinstance(body, dict) else None
-        return await submission(
-            request, {"agent": agent}, lambda _: current().create_node(body, agent=agent if isinstance(agent, dict) else None),
-            status=201,
+        created = await submission(
+            request, {"agent": agent}, lambda _: current().create_node(body, agent=agent if isinstance(agent, dict) else None)
         )
+        return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
 
     async def list_nodes(request: Request) -> Response:
         params = request.query_params
@@ -172,8 +171,7 @@ def build_app(
                 node_id, from_revision=params.get("from_revision"), to_revision=params.get("to_revision")
             )
             return JSONResponse(body, headers=TRUST_HEADER)
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         payload = await read_json(request)
         if not isinstance(payload, dict):
             raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
@@ -196,13 +194,17 @@ def build_app(
             return JSONResponse(await current().list_failures(node_id), headers=TRUST_HEADER)
         if request.method != "POST":
             raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+        writable()
+        payload = await read_json(request)
+        accepted = await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
+        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+
+    def writable() -> None:
         if read_only:
             raise KnowmeshError(403, "read_only", "this server is read-only")
-        payload = await read_json(request)
-        return await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
 
-    async def submission(request: Request, payload: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]],
-                         status: int = 202) -> Response:
+    async def submission(request: Request, payload: Any,
+                         submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """A write under --write-limit: 429 past the allowance; only accepted submissions count."""
         client = request.client.host if request.client else None
         ip_hash = await current().ip_hash(client)
@@ -210,11 +212,10 @@ def build_app(
         await current().check_submission(subject, write_limit)
         accepted = await submit(ip_hash)
         await current().record_submission(subject)
-        return JSONResponse(accepted, status_code=status, headers=TRUST_HEADER)
+        return accepted
 
     async def undo(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         payload = await read_json(request)
         if not isinstance(payload, dict):
@@ -226,10 +227,10 @@ def build_app(
         return JSONResponse(result, headers=TRUST_HEADER)
 
     async def feedback(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         payload = await read_json(request)
-        return await submission(request, payload, lambda ip: current().report_outcome(payload, ip_hash=ip))
+        accepted = await submission(request, payload, lambda ip: current().report_outcome(payload, ip_hash=ip))
+        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
     async def review(request: Request) -> Response:
         queue = await current().review_queue(limit=int_param(request, "limit"))
@@ -240,13 +241,11 @@ def build_app(
         return PlainTextResponse(review_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
     async def dedupe_tasks(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         return JSONResponse(await current().open_dedupe_task(await read_json(request)), status_code=202, headers=TRUST_HEADER)
 
     async def dedupe_vote(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         result = await current().vote_dedupe(request.path_params["task_id"], await read_json(request))
         return JSONResponse(result, headers=TRUST_HEADER)
 
@@ -266,11 +265,9 @@ def build_app(
         return Response(lines, media_type="application/x-ndjson", headers=headers)
 
     async def issues_post(request: Request) -> Response:
-        if read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
+        writable()
         payload = await read_json(request)
-        response = await submission(request, payload, lambda ip: current().file_issue(payload, ip_hash=ip))
-        filed = json.loads(response.body)
+        filed = await submission(request, payload, lambda ip: current().file_issue(payload, ip_hash=ip))
         filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
         return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
 

@@ -104,7 +104,8 @@ class OutcomeReporting:
                 raise not_found("version", str(version))
             cluster = environment.cluster()
             key = (solution_id, revision, cluster)
-            before = {_stats_key(r): r for r in await self._stats_rows(tx, node_id, current)}
+            # The stored rows are the state before this report (the write lock is held).
+            before = {_stats_key(r): r for r in (await self.store.stats_of([node_id])).get(node_id, [])}
             row = {
                 "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
                 "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
@@ -115,7 +116,7 @@ class OutcomeReporting:
                 "created_at": utc_now(),
             }
             try:
-                report_id = await tx.insert_feedback(row)
+                report_id = await tx.insert_row("feedback", row)
             except sqlite3.IntegrityError:
                 raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
                                     "this environment; one agent is one vote") from None
@@ -214,7 +215,7 @@ class FailedAttempts:
                     "POST /v1/feedback (MCP report_outcome) instead",
                     solution=usable["id"], revision=usable["revision"],
                 )
-            failure_id = await tx.insert_failure({
+            failure_id = await tx.insert_row("failures", {
                 "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
                 "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
                 "reason": texts["reason"], "agent_id": agent_id,
@@ -448,7 +449,7 @@ class ServiceIssues:
         agent = issue.get("agent") if isinstance(issue.get("agent"), dict) else {}
         agent_id = agent.get("id") if isinstance(agent.get("id"), str) else None
         async with self.store.write() as tx:
-            number = await tx.insert_issue({
+            number = await tx.insert_row("service_issues", {
                 "title": issue["title"].strip(), "body": issue["body"].strip(),
                 "details": json.dumps(details, ensure_ascii=False), "agent_id": agent_id,
                 "model": agent.get("model") if isinstance(agent.get("model"), str) else None,

@@ -271,11 +271,15 @@ class Writer:
         )
         return cursor.rowcount == 1
 
-    async def insert_feedback(self, row: dict[str, Any]) -> int:
-        """Store one outcome report; raises sqlite3.IntegrityError for a repeat by the same agent."""
+    async def insert_row(self, table: str, row: dict[str, Any]) -> int:
+        """INSERT one row given as {column: value} into one of our tables; returns its rowid.
+
+        `table` and the column names are the caller's constants, never request data; values are
+        bound parameters. A unique-index conflict raises sqlite3.IntegrityError.
+        """
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
-        cursor = await self.connection.execute(f"INSERT INTO feedback ({columns}) VALUES ({marks})", list(row.values()))
+        cursor = await self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
         return int(cursor.lastrowid or 0)
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
@@ -297,12 +301,6 @@ class Writer:
               utc_now()) for r in rows],
         )
 
-    async def insert_failure(self, row: dict[str, Any]) -> int:
-        columns = ", ".join(row)
-        marks = ", ".join("?" * len(row))
-        cursor = await self.connection.execute(f"INSERT INTO failures ({columns}) VALUES ({marks})", list(row.values()))
-        return int(cursor.lastrowid or 0)
-
     async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
         """(id, environment) of the node's failed attempts not yet archived."""
         rows = await self._all("SELECT id, environment FROM failures WHERE node_id = ? AND archived_at IS NULL", (node_id,))
@@ -322,12 +320,6 @@ class Writer:
             (subject, hour),
         )
         await self.connection.execute("DELETE FROM write_counts WHERE hour < ?", (hour,))
-
-    async def insert_issue(self, row: dict[str, Any]) -> int:
-        columns = ", ".join(row)
-        marks = ", ".join("?" * len(row))
-        cursor = await self.connection.execute(f"INSERT INTO service_issues ({columns}) VALUES ({marks})", list(row.values()))
-        return int(cursor.lastrowid or 0)
 
     async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
         """(node, candidate, status) of one task."""
