@@ -149,3 +149,17 @@ async def test_conflicts_over_http(http: httpx2.AsyncClient, make_doc):
     assert body["error"]["code"] == "duplicate_node"
     assert body["canonical"]["id"] == "python/module-not-found-venv"
     assert body["next"]["edit_article"]["path"] == "/v1/nodes/python/module-not-found-venv/article"
+
+
+@pytest.mark.anyio
+async def test_read_only_server_refuses_every_write(service: Service):
+    from knowmesh_mcp.http_app import build_app
+
+    app = build_app(service=service, with_mcp=False, read_only=True)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        for method, path in [("POST", "/v1/nodes"), ("POST", "/v1/feedback"), ("POST", "/v1/issues"),
+                             ("POST", "/v1/nodes/python/x/failures"), ("PATCH", "/v1/nodes/python/x/article"),
+                             ("POST", "/v1/dedupe/tasks"), ("POST", "/v1/article-revisions/rev_x/undo")]:
+            response = await client.request(method, path, json={})
+            assert (response.status_code, response.json()["error"]["code"]) == (403, "read_only"), path
+        assert (await client.get("/v1/nodes")).status_code == 200
