@@ -398,31 +398,27 @@ class Writer:
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
+    async def _all_in(self, sql: str, values: Iterable[Any]) -> list[sqlite3.Row]:
+        """`sql` with one `IN ({marks})` over `values`, run in chunks under SQLite's variable limit."""
+        values = list(values)
+        rows: list[sqlite3.Row] = []
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            rows += await self._all(sql.format(marks=",".join("?" * len(chunk))), chunk)
+        return rows
+
     async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:
         """{id: current version} of those ids that exist."""
-        found: dict[str, str] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            async with self.connection.execute(
-                f"SELECT id, current_version FROM nodes WHERE id IN ({marks})", chunk
-            ) as cursor:
-                found.update((row[0], row[1]) for row in await cursor.fetchall())
-        return found
+        rows = await self._all_in("SELECT id, current_version FROM nodes WHERE id IN ({marks})", ids)
+        return {row[0]: row[1] for row in rows}
 
     async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
         """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
-        hashes = list(hashes)
         owners: dict[str, list[tuple[list[str], str]]] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = hashes[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            async with self.connection.execute(
-                f"SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash IN ({marks}) ORDER BY id",
-                chunk,
-            ) as cursor:
-                for digest, quoted, node_id in await cursor.fetchall():
-                    owners.setdefault(digest, []).append((json.loads(quoted), node_id))
+        for digest, quoted, node_id in await self._all_in(
+            "SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash IN ({marks}) ORDER BY id", hashes
+        ):
+            owners.setdefault(digest, []).append((json.loads(quoted), node_id))
         return owners
 
     async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
@@ -499,13 +495,7 @@ class Writer:
         )
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            async with self.connection.execute(f"SELECT id, pk FROM nodes WHERE id IN ({marks})", chunk) as cursor:
-                found.update((row[0], row[1]) for row in await cursor.fetchall())
-        return found
+        return {row[0]: row[1] for row in await self._all_in("SELECT id, pk FROM nodes WHERE id IN ({marks})", ids)}
 
     async def set_meta(self, key: str, value: str) -> None:
         await self.connection.execute(
