@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
 from .outcomes import dedupe_markdown, issue_markdown, issues_markdown, review_markdown, submitter
+from .pages import page_routes
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -328,6 +329,7 @@ def build_app(
         Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),
         Route("/v1/article-revisions/{revision_id}/undo", undo, methods=["POST"]),
     ]
+    routes += page_routes(current)
     if mcp_app is not None:
         routes += list(mcp_app.routes)
     return Starlette(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import socket
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -125,13 +126,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-async def base_url(service: Service) -> AsyncIterator[str]:
-    """A real uvicorn server over the `service` fixture's store, on a free loopback port."""
+@asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app with a real uvicorn server on a free loopback port; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(service=service), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)
         with anyio.fail_after(10):
@@ -141,6 +140,13 @@ async def base_url(service: Service) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             server.should_exit = True
+
+
+@pytest.fixture
+async def base_url(service: Service) -> AsyncIterator[str]:
+    """A real uvicorn server over the `service` fixture's store, on a free loopback port."""
+    async with serving(build_app(service=service)) as url:
+        yield url
 
 
 @pytest.fixture
