@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--read-only", action="store_true", help="expose read tools and routes only")
-    serve.add_argument("--remote", help="answer tools through this mesh's HTTP API (not yet implemented)")
+    serve.add_argument("--remote", metavar="URL",
+                       help="stdio only: answer every tool through this mesh's HTTP API (default: $KNOWMESH_URL)")
     serve.add_argument("--write-limit", type=int, default=10, help="submissions per hour per agent or IP (0 disables)")
 
     search = commands.add_parser("search", parents=[common], help="search with a raw error or a description")
@@ -166,13 +167,29 @@ async def _export(args: argparse.Namespace) -> int:
 async def _serve_stdio(args: argparse.Namespace) -> int:
     from .mcp_server import build_mcp_server
 
-    service = await _open(args)
+    remote = args.remote or os.environ.get("KNOWMESH_URL")
+    if remote:
+        from .remote import RemoteMesh
+
+        mesh: Any = RemoteMesh(remote_url(remote))
+    else:
+        mesh = await _open(args)
     try:
-        server = build_mcp_server(lambda: service, read_only=args.read_only, local_agent=True)
+        server = build_mcp_server(lambda: mesh, read_only=args.read_only, local_agent=True)
         await server.run_stdio_async()
     finally:
-        await service.close()
+        await mesh.close()
     return 0
+
+
+def remote_url(url: str) -> str:
+    """An http(s) base URL, or a usage error before anything starts."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise UsageError(f"not an http(s) URL: {url!r}")
+    return url.strip().rstrip("/")
 
 
 def _serve_http(args: argparse.Namespace) -> int:
@@ -203,8 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "serve":
-            if args.remote:
-                raise UsageError("--remote is not available yet")
+            if args.remote and args.http:
+                raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
         runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export}
         return asyncio.run(runner[args.command](args))

@@ -233,6 +233,16 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         )
         return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request, stats))
 
+    async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
+                        fields: str | None = None, include: str | None = None) -> dict[str, Any]:
+        """The JSON read of a node (what MCP `read_article` returns before its size bound)."""
+        request = self.read_request(env=env, solution=solution, fields=fields, include=include)
+        return (await self.read_node(node_id, request)).body
+
+    async def read_markdown(self, node_id: str) -> str:
+        """The Markdown article (the MCP resource)."""
+        return (await self.read_node(node_id)).markdown()
+
     async def read_version(self, node_id: str, version: str, request: ReadRequest | None = None) -> ReadResult:
         """GET /v1/nodes/{id}/versions/{version}: an immutable snapshot, cacheable forever."""
         require_node_id(node_id)

@@ -13,8 +13,11 @@ import httpx2
 import pytest
 import uvicorn
 from hypothesis import settings
+from mcp import Client
 
 from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.mcp_server import build_mcp_server
+from knowmesh_mcp.remote import RemoteMesh
 from knowmesh_mcp.service import Service
 
 # Speed belongs to bench/, not to tests: no per-example deadline, so a busy machine cannot flake.
@@ -153,3 +156,25 @@ async def base_url(service: Service) -> AsyncIterator[str]:
 async def http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:
     async with httpx2.AsyncClient(base_url=base_url, timeout=10) as client:
         yield client
+
+
+@pytest.fixture(params=["local", "remote"])
+def mcp_connect(request) -> Callable[..., Any]:
+    """A real MCP client on a server over `target`: "local" calls the service in-process, "remote"
+    goes through a real HTTP server and `RemoteMesh`, as `serve --stdio --remote URL` does."""
+
+    @asynccontextmanager
+    async def connect(target: Service, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+        if request.param == "local":
+            async with Client(build_mcp_server(lambda: target, **options), mode=mode) as client:
+                yield client
+            return
+        async with serving(build_app(service=target, with_mcp=False, write_limit=0)) as url:
+            remote = RemoteMesh(url)
+            try:
+                async with Client(build_mcp_server(lambda: remote, **options), mode=mode) as client:
+                    yield client
+            finally:
+                await remote.close()
+
+    return connect

@@ -9,11 +9,9 @@ import sqlite3
 
 import httpx2
 import pytest
-from mcp import Client
 
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.mcp_server import build_mcp_server
 from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import Writer
 
@@ -320,8 +318,8 @@ async def test_http_routes(node: Service):
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_mcp_tools(node: Service, mode):
-    async with Client(build_mcp_server(lambda: node), mode=mode) as client:
+async def test_mcp_tools(node: Service, mode, mcp_connect):
+    async with mcp_connect(node, mode=mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"patch_article", "revise_article", "undo_edit", "article_history"} <= names
         edited = await client.call_tool("patch_article", {

@@ -15,7 +15,6 @@ from mcp import Client
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.evidence import Report, replay, score, wilson_lower_bound
 from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.mcp_server import build_mcp_server
 from knowmesh_mcp.service import Service
 
 NODE = "python/module-not-found-venv"
@@ -206,7 +205,7 @@ async def test_stats_on_reads(node: Service):
 
 
 @pytest.mark.anyio
-async def test_feedback_over_http_and_mcp(node: Service):
+async def test_feedback_over_http_and_mcp(node: Service, mcp_connect):
     app = build_app(service=node, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         accepted = await client.post("/v1/feedback", json=report("failed", "f1"))
@@ -221,7 +220,7 @@ async def test_feedback_over_http_and_mcp(node: Service):
             rows = await cursor.fetchall()
     assert rows[0][1] is None and rows[1][0] is None
     assert rows[1][1] and "127.0.0.1" not in rows[1][1] and len(rows[1][1]) == 64  # keyed hash, never the address
-    async with Client(build_mcp_server(lambda: node), mode="legacy") as client:
+    async with mcp_connect(node, mode="legacy") as client:
         result = await client.call_tool("report_outcome", {"node": NODE, "solution": "venv-macos", "outcome": "failed",
                                                            "env": MAC, "reason": "still fails", "agent": {"id": "f2"}})
         assert not result.is_error and result.structured_content["failure_state"] == "known_failed"
@@ -293,7 +292,7 @@ async def test_failures_and_rate_limit_over_http(node: Service):
 # -- review queue -------------------------------------------------------------------------------
 
 @pytest.mark.anyio
-async def test_review_queue_orders_reasons_and_carries_requests(node: Service, make_doc):
+async def test_review_queue_orders_reasons_and_carries_requests(node: Service, make_doc, mcp_connect):
     open_problem = make_doc(id="python/open-one", error="RuntimeError: zq open problem")
     open_problem["content"]["solutions"] = []
     await node.create_node(open_problem)
@@ -321,7 +320,7 @@ async def test_review_queue_orders_reasons_and_carries_requests(node: Service, m
         assert (await client.get("/v1/review", params={"limit": 500})).status_code == 400
         markdown = await client.get("/review.md")
         assert markdown.status_code == 200 and "**failed_answer**" in markdown.text
-    async with Client(build_mcp_server(lambda: node), mode="auto") as client:
+    async with mcp_connect(node, mode="auto") as client:
         result = await client.call_tool("review_queue", {"limit": 3})
         assert [i["reason"] for i in result.structured_content["items"]][:2] == ["failed_answer", "unsolved"]
 
@@ -419,6 +418,6 @@ async def test_the_loop_over_http(node: Service):
 
 
 @pytest.mark.anyio
-async def test_the_loop_over_mcp(node: Service):
-    async with Client(build_mcp_server(lambda: node), mode="legacy") as client:
+async def test_the_loop_over_mcp(node: Service, mcp_connect):
+    async with mcp_connect(node, mode="legacy") as client:
         await play_the_loop(McpAgent(client))

@@ -6,14 +6,12 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
-from knowmesh_mcp.mcp_server import build_mcp_server
+from knowmesh_mcp.remote import RemoteMesh
 from knowmesh_mcp.service import Service
 
 pytestmark = pytest.mark.anyio
@@ -24,16 +22,9 @@ def error_body(result) -> dict:
     return json.loads(result.content[0].text)
 
 
-@asynccontextmanager
-async def in_process(service: Service, mode: str, **options) -> AsyncIterator[Client]:
-    server = build_mcp_server(lambda: service, **options)
-    async with Client(server, mode=mode) as client:
-        yield client
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_tools_are_listed_with_schemas_and_annotations(service, mode):
-    async with in_process(service, mode) as client:
+async def test_tools_are_listed_with_schemas_and_annotations(service, mode, mcp_connect):
+    async with mcp_connect(service, mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert {"read_article", "create_node"} <= set(tools)
     read = tools["read_article"]
@@ -46,16 +37,16 @@ async def test_tools_are_listed_with_schemas_and_annotations(service, mode):
     assert {"id", "ecosystem", "title", "signature", "content"} <= set(create.input_schema["required"])
 
 
-async def test_read_only_server_has_only_read_tools(service):
-    async with in_process(service, "auto", read_only=True) as client:
+async def test_read_only_server_has_only_read_tools(service, mcp_connect):
+    async with mcp_connect(service, "auto", read_only=True) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert "create_node" not in names and "read_article" in names
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_create_and_read_over_mcp(service, make_doc, mode):
+async def test_create_and_read_over_mcp(service, make_doc, mode, mcp_connect):
     document = make_doc()
-    async with in_process(service, mode) as client:
+    async with mcp_connect(service, mode) as client:
         created = await client.call_tool("create_node", {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")})
         assert not created.is_error
         assert created.structured_content["status"] == "draft"
@@ -67,19 +58,29 @@ async def test_create_and_read_over_mcp(service, make_doc, mode):
     assert json.loads(read.content[0].text)["id"] == document["id"]
 
 
-async def test_stdio_agent_identity_is_recorded(service, make_doc):
-    async with in_process(service, "auto", local_agent=True) as client:
+async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp_connect, monkeypatch):
+    monkeypatch.setenv("KNOWMESH_AGENT_ID", "agent-from-env")
+    async with mcp_connect(service, "auto", local_agent=True) as client:
         await client.call_tool("create_node", {k: make_doc()[k] for k in ("id", "ecosystem", "title", "signature", "content")})
-    async with service.store.write() as tx:
-        async with tx.connection.execute("SELECT agent_id FROM article_revisions") as cursor:
-            (agent_id,) = await cursor.fetchone()
-    assert agent_id == await service.local_agent_id() and agent_id.startswith("local-")
+    history = await service.article_history(make_doc()["id"])
+    assert history["revisions"][0]["agent"]["id"] == "agent-from-env"
 
 
-async def test_domain_errors_are_tool_errors_and_the_session_survives(service, make_doc):
+async def test_local_agent_id_is_made_once_per_database(service, monkeypatch):
+    monkeypatch.delenv("KNOWMESH_AGENT_ID", raising=False)
+    made = await service.local_agent_id()
+    assert made.startswith("local-") and await service.local_agent_id() == made
+    remote = RemoteMesh("http://127.0.0.1:9")
+    try:
+        assert (await remote.local_agent_id()).startswith("local-") and await remote.local_agent_id() != made
+    finally:
+        await remote.close()
+
+
+async def test_domain_errors_are_tool_errors_and_the_session_survives(service, make_doc, mcp_connect):
     document = make_doc()
     args = {k: document[k] for k in ("id", "ecosystem", "title", "signature", "content")}
-    async with in_process(service, "legacy") as client:
+    async with mcp_connect(service, "legacy") as client:
         bad = await client.call_tool("create_node", {**args, "id": "Python/../x", "title": ""})
         error = error_body(bad)["error"]
         assert error["code"] == "invalid_node"
@@ -104,8 +105,8 @@ async def test_domain_errors_are_tool_errors_and_the_session_survives(service, m
     assert await service.store.count_nodes() == 1
 
 
-async def test_every_invalid_document_is_a_tool_error_and_writes_nothing(service, invalid_documents, make_doc):
-    async with in_process(service, "legacy") as client:
+async def test_every_invalid_document_is_a_tool_error_and_writes_nothing(service, invalid_documents, make_doc, mcp_connect):
+    async with mcp_connect(service, "legacy") as client:
         for label, document, field in invalid_documents:
             if field.split("/")[1] not in {"id", "ecosystem", "title", "signature", "content"}:
                 continue  # a top-level extra key has no tool parameter to travel in
@@ -121,12 +122,12 @@ async def test_every_invalid_document_is_a_tool_error_and_writes_nothing(service
         assert not created.is_error, "the session stays usable"
 
 
-async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc):
+async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc, mcp_connect):
     document = make_doc()
     document["content"]["context"] = "long context " * 400
     document["content"]["boundaries"] = ["boundary " * 100]
     await service.create_node(document)
-    async with in_process(service, "auto") as client:
+    async with mcp_connect(service, "auto") as client:
         read = await client.call_tool("read_article", {"id": document["id"], "max_bytes": 2048, "include": "alternatives"})
     body = read.structured_content
     assert len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()) <= 2048
@@ -134,9 +135,9 @@ async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc)
     assert body["content"]["solutions"], "the answer is the last thing to go"
 
 
-async def test_article_resource(service, make_doc):
+async def test_article_resource(service, make_doc, mcp_connect):
     await service.create_node(make_doc())
-    async with in_process(service, "auto") as client:
+    async with mcp_connect(service, "auto") as client:
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["knowmesh://nodes/{ecosystem}/{slug}"]
         result = await client.read_resource("knowmesh://nodes/python/module-not-found-venv")
@@ -195,8 +196,8 @@ async def test_streamable_http(base_url, make_doc, mode):
         assert error_body(missing)["error"]["code"] == "node_not_found"
 
 
-async def test_fix_error_prompt(service):
-    async with in_process(service, "legacy") as client:
+async def test_fix_error_prompt(service, mcp_connect):
+    async with mcp_connect(service, "legacy") as client:
         prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
         assert "fix-error" in prompts
         result = await client.get_prompt("fix-error", {"error": "ModuleNotFoundError: No module named 'x'",

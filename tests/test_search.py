@@ -11,11 +11,9 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
 
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.mcp_server import build_mcp_server
 from knowmesh_mcp.search import MAX_QUERY_CHARS
 from knowmesh_mcp.service import Service
 
@@ -228,8 +226,8 @@ async def test_http_route(corpus: Service):
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_query"
 
 
-async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Service):
-    async with Client(build_mcp_server(lambda: corpus), mode="legacy") as client:
+async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Service, mcp_connect):
+    async with mcp_connect(corpus, mode="legacy") as client:
         full = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 1_000_000})
         small = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 4096})
         blank = await client.call_tool("search", {"q": "  "})

@@ -1,0 +1,144 @@
+"""A remote mesh through its HTTP API: what `serve --stdio --remote URL` and `sync --from URL` use.
+
+`RemoteMesh` answers the same calls as a local `Service` (the ones the MCP server and sync
+need) by calling the remote's `/v1` routes, so a tool returns the same output whichever side
+holds the store. A remote error comes back as the same `KnowmeshError` (status, code, details)
+the remote raised; an unreachable or slow remote is a 503 `remote_unavailable` or a 504
+`remote_timeout`, never a hang or a crash.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import socket
+from typing import Any
+from urllib.parse import quote
+
+import httpx2
+
+from .errors import KnowmeshError
+from .publishing import require_node_id
+
+DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
+
+
+def remote_timeout() -> float:
+    try:
+        return float(os.environ.get("KNOWMESH_TIMEOUT") or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def error_from_response(response: httpx2.Response) -> KnowmeshError:
+    """The remote's own error (same status, code and details), or a 502 when it sent none."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        details = {k: v for k, v in error.items() if k not in {"code", "message"}}
+        top_level = {k: v for k, v in body.items() if k != "error"}
+        return KnowmeshError(response.status_code, error["code"], str(error.get("message", "")),
+                             top_level=top_level, **details)
+    return KnowmeshError(502, "remote_error",
+                         f"the remote mesh answered {response.status_code} without a knowmesh error body")
+
+
+class RemoteMesh:
+    """A knowmesh HTTP API at `base_url`, called like a local `Service`."""
+
+    def __init__(self, base_url: str, *, timeout: float | None = None, client: httpx2.AsyncClient | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = remote_timeout() if timeout is None else timeout
+        self._client = client or httpx2.AsyncClient(
+            base_url=self.base_url, timeout=self.timeout, headers={"user-agent": "knowmesh-mcp (remote)"}
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      json: Any = None, headers: dict[str, str] | None = None) -> httpx2.Response:
+        """One call; raises the remote's error, or remote_unavailable / remote_timeout."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = await self._client.request(method, path, params=query, json=json, headers=headers)
+        except httpx2.TimeoutException:
+            raise KnowmeshError(504, "remote_timeout",
+                                f"{self.base_url} did not answer within {self.timeout:g} s") from None
+        except httpx2.HTTPError as error:
+            raise KnowmeshError(503, "remote_unavailable", f"cannot reach {self.base_url}: {error}") from None
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        return response
+
+    async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self.request(method, path, **kwargs)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise KnowmeshError(502, "remote_error", f"{self.base_url}{path} did not answer with a JSON object")
+        return body
+
+    # -- the calls the MCP server makes (same names and results as Service) ----------------
+
+    async def local_agent_id(self) -> str:
+        """KNOWMESH_AGENT_ID, else an id stable for this user, machine and remote (nothing stored)."""
+        if os.environ.get("KNOWMESH_AGENT_ID"):
+            return os.environ["KNOWMESH_AGENT_ID"]
+        seed = f"{getpass.getuser()}@{socket.gethostname()}|{self.base_url}"
+        return "local-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+    async def search(self, q: str | None, *, env: str | None = None, ecosystem: str | None = None,
+                     limit: int | None = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/search", params={"q": q, "env": env, "ecosystem": ecosystem, "limit": limit})
+
+    async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
+                        fields: str | None = None, include: str | None = None) -> dict[str, Any]:
+        params = {"env": env, "solution": solution, "fields": fields, "include": include}
+        return await self.call("GET", node_path(node_id), params=params)
+
+    async def read_markdown(self, node_id: str) -> str:
+        return (await self.request("GET", node_path(node_id) + ".md")).text
+
+    async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None) -> dict[str, Any]:
+        params = {"from_revision": from_revision, "to_revision": to_revision}
+        return await self.call("GET", node_path(node_id) + "/article/revisions", params=params)
+
+    async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/review", params={"limit": limit})
+
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
+        return await self.call("POST", "/v1/nodes", json=body)
+
+    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]:
+        body = {"base_revision": base_revision, "ops": ops, "agent": agent, "summary": summary}
+        return await self.call("PATCH", node_path(node_id) + "/article", json=body)
+
+    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any) -> dict[str, Any]:
+        body = {"base_revision": base_revision, "article": article, "agent": agent, "summary": summary}
+        return await self.call("POST", node_path(node_id) + "/article/revisions", json=body)
+
+    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any) -> dict[str, Any]:
+        if not isinstance(revision_id, str) or not revision_id.strip():
+            raise KnowmeshError(400, "invalid_parameter", "revision_id is required", field="revision_id")
+        headers = {"authorization": f"Bearer {undo_token}"} if isinstance(undo_token, str) and undo_token else None
+        return await self.call("POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo",
+                               json={"agent": agent, "summary": summary}, headers=headers)
+
+    async def report_outcome(self, report: Any) -> dict[str, Any]:
+        return await self.call("POST", "/v1/feedback", json=report)
+
+    async def report_failed_attempt(self, node_id: str, attempt: Any) -> dict[str, Any]:
+        return await self.call("POST", node_path(node_id) + "/failures", json=attempt)
+
+
+def node_path(node_id: str) -> str:
+    """The node's route; the id is checked here so it can never steer the URL elsewhere."""
+    return f"/v1/nodes/{require_node_id(node_id)}"
