@@ -393,6 +393,24 @@ def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> tu
     return result, []
 
 
+def rebase_changes(base: dict[str, Any], local: dict[str, Any], target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Three-way merge for sync: the field changes base → local, applied on top of `target`.
+
+    Returns (merged copy, paths that `target` changed too, to a different value): there the
+    local value is kept, and the caller reports it (the other value stays in history).
+    """
+    merged = copy.deepcopy(target)
+    both: list[str] = []
+    for change in field_changes(base, local):
+        path, segments = _change_path(change)
+        theirs = _get(target, segments)
+        ours = change.get("new", _ABSENT)
+        if not _same_or_absent(theirs, change.get("old", _ABSENT)) and not _same_or_absent(theirs, ours):
+            both.append(path)
+        _put(merged, segments, copy.deepcopy(ours))
+    return merged, both
+
+
 def _change_path(change: Any) -> tuple[str, list[str]]:
     if not isinstance(change, dict) or not isinstance(change.get("path"), str) or not change["path"]:
         raise KnowmeshError(500, "invalid_revision", f"stored revision change {change!r} has no usable path")

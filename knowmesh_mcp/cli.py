@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", parents=[common], help="write every current document as JSONL")
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
+    sync = commands.add_parser("sync", parents=[common], help="pull a remote mesh's changes into the local store")
+    sync.add_argument("--from", dest="source", required=True, metavar="URL", help="the remote mesh, e.g. http://team:8765")
+    sync.add_argument("--json", action="store_true", help="print the sync report as JSON")
     return parser
 
 
@@ -164,6 +167,48 @@ async def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _sync(args: argparse.Namespace) -> int:
+    source = remote_url(args.source)
+    service = await _open(args)
+    bar = progress_bar(sys.stderr)
+    try:
+        report = await service.sync_from(source, progress=bar)
+    finally:
+        if bar:
+            sys.stderr.write("\n")
+        await service.close()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    for conflict in report.conflicts:
+        moved = conflict["moved_revisions"]
+        kept = (f"kept as revision {conflict['kept_revision']}" if conflict["kept_revision"]
+                else "not re-applied (nothing left to change, or it no longer validates)")
+        both = f"; both changed {', '.join(conflict['both_changed'])}" if conflict["both_changed"] else ""
+        print(f"conflict {conflict['id']}: local revisions {moved[0]}-{moved[-1]} moved aside, the local edit {kept} "
+              f"on top of remote revision {conflict['remote_revision']}{both}")
+    summary = (f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
+               f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}")
+    if not report.created and not report.updated:
+        summary += " (nothing to change)"
+    print(summary)
+    return 0
+
+
+def progress_bar(stream: Any) -> Any:
+    """A one-line progress bar on a terminal; None (silent) when the stream is a pipe or file."""
+    if not stream.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // total if total else width
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} nodes")
+        stream.flush()
+
+    return show
+
+
 async def _serve_stdio(args: argparse.Namespace) -> int:
     from .mcp_server import build_mcp_server
 
@@ -223,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.remote and args.http:
                 raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
-        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export}
+        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync}
         return asyncio.run(runner[args.command](args))
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)

@@ -29,7 +29,7 @@ from .publishing import (
     invalid_node_error,
     require_node_id,
 )
-from .reading import ReadResult
+from .reading import ReadResult, parse_list
 from .search import index_row
 from .store import Edit, RevisionRow, Store, Writer
 
@@ -141,16 +141,27 @@ class ArticleEditing:
                                        text, "undo", reverts=revision_id)
 
     async def article_history(
-        self, node_id: str, *, from_revision: Any = None, to_revision: Any = None
+        self, node_id: str, *, from_revision: Any = None, to_revision: Any = None, after: Any = None,
+        include: Any = None,
     ) -> dict[str, Any]:
-        """GET /v1/nodes/{id}/article/revisions: every revision, or the field-level diff between two."""
+        """GET /v1/nodes/{id}/article/revisions: every revision, or the field-level diff between two.
+
+        `after=N` lists only later revisions; `include=documents` adds each revision's whole
+        document and solution revisions (what `sync` copies).
+        """
         require_node_id(node_id)
         row = await self.store.get_node(node_id)
         if row is None:
             raise not_found("node", node_id)
         if from_revision is None and to_revision is None:
-            revisions = await self.store.revisions(node_id)
-            return {"id": node_id, "current_revision": row.revision, "revisions": [revision_entry(r) for r in revisions]}
+            first = 0 if after is None else _revision_param("after", after, row.revision, lowest=0)
+            with_documents = parse_list(include, name="include", allowed=("documents",)) == ["documents"]
+            if with_documents:
+                entries = [{**revision_entry(r), "document": document, "solution_revisions": solutions}
+                           for r, document, solutions in await self.store.revisions_with_documents(node_id, first)]
+            else:
+                entries = [revision_entry(r) for r in await self.store.revisions(node_id) if r.revision > first]
+            return {"id": node_id, "current_revision": row.revision, "status": row.status, "revisions": entries}
         first = _revision_param("from_revision", 1 if from_revision is None else from_revision, row.revision)
         last = _revision_param("to_revision", row.revision if to_revision is None else to_revision, row.revision)
         before, after = await self.store.document_at(node_id, first), await self.store.document_at(node_id, last)
@@ -221,11 +232,11 @@ class ArticleEditing:
         }
 
 
-def _revision_param(name: str, value: Any, current: int) -> int:
+def _revision_param(name: str, value: Any, current: int, *, lowest: int = 1) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
         raise bad_parameter(name, f"{name} must be a revision number") from None
-    if not 1 <= number <= current:
-        raise bad_parameter(name, f"{name} must be between 1 and {current}", code="revision_not_found")
+    if not lowest <= number <= current:
+        raise bad_parameter(name, f"{name} must be between {lowest} and {current}", code="revision_not_found")
     return number

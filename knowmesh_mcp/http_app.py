@@ -169,7 +169,8 @@ def build_app(
         if request.method == "GET":
             params = request.query_params
             body = await service.article_history(
-                node_id, from_revision=params.get("from_revision"), to_revision=params.get("to_revision")
+                node_id, from_revision=params.get("from_revision"), to_revision=params.get("to_revision"),
+                after=params.get("after"), include=params.get("include"),
             )
             return JSONResponse(body, headers=TRUST_HEADER)
         writable()

@@ -106,9 +106,13 @@ class RemoteMesh:
     async def read_markdown(self, node_id: str) -> str:
         return (await self.request("GET", node_path(node_id) + ".md")).text
 
-    async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None) -> dict[str, Any]:
-        params = {"from_revision": from_revision, "to_revision": to_revision}
+    async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None,
+                              after: Any = None, include: Any = None) -> dict[str, Any]:
+        params = {"from_revision": from_revision, "to_revision": to_revision, "after": after, "include": include}
         return await self.call("GET", node_path(node_id) + "/article/revisions", params=params)
+
+    async def changes(self, *, since: str | None = None, limit: int | None = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/changes", params={"since": since, "limit": limit})
 
     async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/review", params={"limit": limit})

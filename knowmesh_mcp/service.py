@@ -6,6 +6,7 @@ raise `KnowmeshError` with the spec's status and code.
 """
 
 from __future__ import annotations
+
 import base64
 import binascii
 import hashlib
@@ -25,7 +26,13 @@ from .errors import KnowmeshError, bad_parameter, not_found
 from .evidence import Evidence, best_answer_state
 from .model import InvalidNode, canonical_json, validate_node
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
-from .outcomes import Dedupe, FailedAttempts, OutcomeReporting, ReviewQueue, ServiceIssues
+from .outcomes import (
+    Dedupe,
+    FailedAttempts,
+    OutcomeReporting,
+    ReviewQueue,
+    ServiceIssues,
+)
 from .publishing import Prepared, check_overlaps, invalid_node_error, require_node_id
 from .reading import (
     FIELD_SECTIONS,
@@ -38,8 +45,16 @@ from .reading import (
     parse_list,
     search_result,
 )
-from .search import SEARCH_INDEX_VERSION, TIERS, QueryPlan, find, index_row, similar_nodes
+from .search import (
+    SEARCH_INDEX_VERSION,
+    TIERS,
+    QueryPlan,
+    find,
+    index_row,
+    similar_nodes,
+)
 from .store import NewNode, StatsRow, Store, store_dir
+from .syncing import Syncing
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
@@ -101,7 +116,7 @@ class ImportReport:
         }
 
 
-class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues):
+class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues, Syncing):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):
@@ -381,8 +396,13 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         rows = await self.store.changes_after(after, limit + 1)
         page = rows[:limit]
         # No changes: the cursor comes back unchanged, so a sync loop can simply keep it.
-        next_cursor = encode_cursor({"after": str(page[-1][0] if page else after)})
-        return {"changes": [_change_entry(row) for row in page], "next_cursor": next_cursor, "has_more": len(rows) > limit}
+        last = page[-1][0] if page else after
+        return {
+            "changes": [_change_entry(row) for row in page],
+            "next_cursor": encode_cursor({"after": str(last)}),
+            "has_more": len(rows) > limit,
+            "remaining": await self.store.count_changes_after(last) if len(rows) > limit else 0,  # for progress bars
+        }
 
     # -- import / export ---------------------------------------------------------------
 

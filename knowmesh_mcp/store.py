@@ -221,6 +221,40 @@ def _revision_row(row: Sequence[Any]) -> RevisionRow:
                        json.loads(row[9]), row[10], row[11])
 
 
+@dataclass(frozen=True)
+class SyncedRevision:
+    """One revision exactly as the remote mesh has it, with the document it published."""
+
+    row: RevisionRow
+    document_json: str
+    solution_revisions: dict[str, int]
+    solution_hashes: dict[str, str]  # {solution id: behaviour hash} of this document
+
+
+@dataclass(frozen=True)
+class SyncedHead:
+    """A node's row after a sync: the remote's current revision, its status and derived fields."""
+
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    index: SearchRow
+
+
+REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVISION_COLUMNS.split(","))},
+        v.document, v.solution_revisions
+    FROM article_revisions r JOIN node_versions v ON v.version = r.version
+    WHERE r.node_id = ? AND r.revision > ? ORDER BY r.revision"""
+
+
+def _revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
+    return _revision_row(row[:12]), json.loads(row[12]), json.loads(row[13])
+
+
 class Writer:
     """The SQL of one write transaction. Only `Store.write()` makes one."""
 
@@ -502,6 +536,90 @@ class Writer:
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    # -- sync -------------------------------------------------------------------------------
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        return [_revision_with_document(row) for row in await self._all(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+
+    async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
+        await self.connection.execute(
+            """INSERT INTO synced_nodes (remote, node_id, revision) VALUES (?, ?, ?)
+               ON CONFLICT (remote, node_id) DO UPDATE SET revision = excluded.revision""",
+            (remote, node_id, revision),
+        )
+
+    async def set_sync_cursor(self, remote: str, cursor: str) -> None:
+        await self.connection.execute(
+            """INSERT INTO sync_state (remote, cursor, synced_at) VALUES (?, ?, ?)
+               ON CONFLICT (remote) DO UPDATE SET cursor = excluded.cursor, synced_at = excluded.synced_at""",
+            (remote, cursor, utc_now()),
+        )
+
+    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
+                             conflict: dict[str, Any]) -> int:
+        """Move local revisions into a new sync_conflicts row (documents included) and out of history,
+        with the solution revision numbers only they used (the remote's take those numbers)."""
+        conflict_id = await self.insert_row("sync_conflicts", {**conflict, "node_id": node_id, "created_at": utc_now()})
+        ids = [(revision_id,) for revision_id in revision_ids]
+        await self.connection.executemany(
+            "INSERT INTO moved_revisions (revision_id, conflict_id) VALUES (?, ?)", [(i, conflict_id) for (i,) in ids]
+        )
+        await self.connection.executemany("UPDATE failures SET archived_at = NULL, archived_by = NULL WHERE archived_by = ?", ids)
+        await self.connection.executemany("DELETE FROM undo_tokens WHERE revision_id = ?", ids)
+        for solution_id, revision in await self._all(
+            "SELECT solution_id, revision FROM solution_revisions WHERE node_id = ?", (node_id,)
+        ):
+            if revision > keep_solution_revisions.get(solution_id, 0):
+                await self.connection.execute(
+                    "DELETE FROM solution_revisions WHERE node_id = ? AND solution_id = ? AND revision = ?",
+                    (node_id, solution_id, revision),
+                )
+        marks = ",".join("?" * len(ids))  # one statement: moved revisions may refer to each other
+        await self.connection.execute(f"DELETE FROM article_revisions WHERE revision_id IN ({marks})", list(revision_ids))
+        return conflict_id
+
+    async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
+        await self.connection.execute("UPDATE sync_conflicts SET kept_revision = ? WHERE id = ?", (revision, conflict_id))
+
+    async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
+        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current."""
+        last = revisions[-1].row
+        values = (head.status, head.title, last.version, last.revision, int(head.has_answer), head.signature_hash,
+                  json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
+        if fresh:
+            await self.connection.execute(
+                """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
+                       signature_hash, quoted_values, updated_at, created_at, change_seq)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(change_seq), 0) + 1 FROM nodes))""",
+                (head.id, head.ecosystem, *values, revisions[0].row.created_at),
+            )
+        else:
+            await self.connection.execute(
+                """UPDATE nodes SET status = ?, title = ?, current_version = ?, current_revision = ?, has_answer = ?,
+                       signature_hash = ?, quoted_values = ?, updated_at = ?,
+                       change_seq = (SELECT max(change_seq) + 1 FROM nodes)
+                   WHERE id = ?""",
+                (*values, head.id),
+            )
+        await self.connection.executemany(
+            """INSERT OR IGNORE INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            [(r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at) for r in revisions],
+        )
+        await self.connection.executemany(
+            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.revision_id, head.id, r.revision, r.parent_revision, r.kind, r.version, r.agent_id, r.model, r.summary,
+              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at)
+             for r in (s.row for s in revisions)],
+        )
+        await self.connection.executemany(
+            """INSERT OR IGNORE INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (?, ?, ?, ?, ?)""",
+            [(head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
+             for r in revisions for sid, digest in r.solution_hashes.items()],
+        )
+        await self.write_search_rows([(head.id, head.index)], fresh=fresh)
 
     async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
         """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""
@@ -809,6 +927,10 @@ class Store:
             for r in rows
         ]
 
+    async def count_changes_after(self, seq: int) -> int:
+        rows = await self._fetchall("SELECT count(*) FROM nodes WHERE change_seq > ?", (seq,))
+        return int(rows[0][0])
+
     async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
         node-wide stats as JSON rows) of nodes written after `seq`, in write order."""
@@ -826,6 +948,30 @@ class Store:
             f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = ? ORDER BY revision", (node_id,)
         )
         return [_revision_row(row) for row in rows]
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
+        return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+
+    async def synced_revision(self, remote: str, node_id: str) -> int | None:
+        """The last revision of `node_id` known identical here and on `remote` (the merge base)."""
+        rows = await self._fetchall("SELECT revision FROM synced_nodes WHERE remote = ? AND node_id = ?", (remote, node_id))
+        return int(rows[0][0]) if rows else None
+
+    async def sync_cursor(self, remote: str) -> str | None:
+        rows = await self._fetchall("SELECT cursor FROM sync_state WHERE remote = ?", (remote,))
+        return rows[0][0] if rows else None
+
+    async def sync_conflicts(self, node_id: str | None = None) -> list[dict[str, Any]]:
+        rows = await self._fetchall(
+            """SELECT id, remote, node_id, base_revision, remote_revision, local_revisions, both_changed, kept_revision,
+                      created_at FROM sync_conflicts WHERE ? IS NULL OR node_id = ? ORDER BY id""",
+            (node_id, node_id),
+        )
+        keys = ("id", "remote", "node_id", "base_revision", "remote_revision", "local_revisions", "both_changed",
+                "kept_revision", "created_at")
+        return [{**dict(zip(keys, row)), "local_revisions": json.loads(row[5]), "both_changed": json.loads(row[6])}
+                for row in rows]
 
     async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
         """The document an article revision published."""

@@ -69,9 +69,6 @@ CREATE TABLE article_revisions (
 CREATE TRIGGER article_revisions_immutable BEFORE UPDATE ON article_revisions
 BEGIN SELECT RAISE(ABORT, 'article_revisions rows are immutable'); END;
 
-CREATE TRIGGER article_revisions_kept BEFORE DELETE ON article_revisions
-BEGIN SELECT RAISE(ABORT, 'article_revisions rows are never deleted'); END;
-
 CREATE TABLE undo_tokens (
     revision_id TEXT PRIMARY KEY REFERENCES article_revisions (revision_id),
     token_hash  TEXT NOT NULL,
@@ -226,3 +223,37 @@ CREATE TABLE service_issues (
     status      TEXT NOT NULL CHECK (status IN ('open', 'closed', 'discarded')),
     created_at  TEXT NOT NULL
 );
+
+CREATE TABLE sync_state (
+    remote    TEXT PRIMARY KEY,  -- the remote's base URL
+    cursor    TEXT NOT NULL,     -- its /v1/changes next_cursor
+    synced_at TEXT NOT NULL
+);
+
+CREATE TABLE synced_nodes (
+    remote   TEXT NOT NULL,
+    node_id  TEXT NOT NULL REFERENCES nodes (id),
+    revision INTEGER NOT NULL CHECK (revision >= 1),
+    PRIMARY KEY (remote, node_id)
+);
+
+CREATE TABLE sync_conflicts (
+    id              INTEGER PRIMARY KEY,
+    remote          TEXT NOT NULL,
+    node_id         TEXT NOT NULL REFERENCES nodes (id),
+    base_revision   INTEGER NOT NULL,
+    remote_revision INTEGER NOT NULL,
+    local_revisions TEXT NOT NULL,  -- JSON: the moved revision rows, each with its document
+    both_changed    TEXT NOT NULL,  -- JSON: fields both sides changed (the local value is kept on top)
+    kept_revision   INTEGER,
+    created_at      TEXT NOT NULL
+);
+
+CREATE TABLE moved_revisions (
+    revision_id TEXT PRIMARY KEY,
+    conflict_id INTEGER NOT NULL REFERENCES sync_conflicts (id)
+);
+
+CREATE TRIGGER article_revisions_kept BEFORE DELETE ON article_revisions
+WHEN NOT EXISTS (SELECT 1 FROM moved_revisions WHERE revision_id = OLD.revision_id)
+BEGIN SELECT RAISE(ABORT, 'article_revisions rows are never deleted'); END;

@@ -1,0 +1,233 @@
+"""Pulling a remote mesh into the local store: `knowmesh-mcp sync --from URL` (protocol section 9).
+
+The remote's `/v1/changes` feed says which nodes changed since the saved cursor; for each, the
+revisions after the last one both sides share come from
+`/v1/nodes/{id}/article/revisions?after=N&include=documents` and are written exactly as the
+remote has them (ids, numbers, authors, times, and documents whose version hash is checked).
+Local-only nodes are never touched. A node edited on both sides since the last sync is never
+silently overwritten: the local revisions move to `sync_conflicts` (nothing is lost), the
+remote's take their numbers, and the local edit is published again on top as a new revision
+and reported (docs/decisions.md, "Sync").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .articles import field_changes, rebase_changes
+from .errors import KnowmeshError
+from .evidence import node_stats
+from .model import STATUSES, InvalidNode, validate_node
+from .outcomes import archive_answered_failures
+from .publishing import Prepared, behavior_hash, require_node_id
+from .search import index_row
+from .store import RevisionRow, Store, SyncedHead, SyncedRevision, Writer
+
+if TYPE_CHECKING:
+    from .remote import RemoteMesh
+
+PAGE_SIZE = 100
+REVISION_KINDS = ("create", "edit", "undo", "import", "sync")
+
+Progress = Callable[[int, int], None]  # (nodes done, nodes known so far)
+
+
+@dataclass
+class SyncReport:
+    remote: str
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    cursor: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remote": self.remote, "created": self.created, "updated": self.updated,
+                "unchanged": self.unchanged, "conflicts": self.conflicts, "cursor": self.cursor}
+
+
+def remote_error(message: str) -> KnowmeshError:
+    return KnowmeshError(502, "remote_error", message)
+
+
+class Syncing:
+    """Mixed into Service (which provides `_publish` from ArticleEditing, and `local_agent_id`)."""
+
+    store: Store
+
+    async def sync_from(self, url: str, *, progress: Progress | None = None, remote: RemoteMesh | None = None,
+                        page_size: int = PAGE_SIZE) -> SyncReport:
+        """Pull every change since this remote's saved cursor; the cursor is saved after each page."""
+        from .remote import RemoteMesh
+
+        base_url = url.rstrip("/")
+        owned = remote is None
+        mesh = remote or RemoteMesh(base_url)
+        report = SyncReport(remote=base_url)
+        cursor = await self.store.sync_cursor(base_url)
+        done, total = 0, 0
+        try:
+            while True:
+                page = await mesh.changes(since=cursor, limit=page_size)
+                entries = page.get("changes")
+                if not isinstance(entries, list) or not isinstance(page.get("next_cursor"), str):
+                    raise remote_error(f"{base_url}/v1/changes did not answer with a change feed")
+                total = max(total, done + len(entries) + int(page.get("remaining") or 0))
+                for entry in entries:
+                    await self._sync_node(base_url, mesh, entry, report)
+                    done += 1
+                    if progress:
+                        progress(done, total)
+                cursor = page["next_cursor"]
+                async with self.store.write() as tx:
+                    await tx.set_sync_cursor(base_url, cursor)
+                if not page.get("has_more") or not entries:
+                    break
+        finally:
+            if owned:
+                await mesh.close()
+        report.cursor = cursor
+        return report
+
+    async def _sync_node(self, remote_url: str, mesh: RemoteMesh, entry: Any, report: SyncReport) -> None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise remote_error(f"a change entry from {remote_url} has no id")
+        node_id = require_node_id(entry["id"])
+        status = entry.get("status") if entry.get("status") in STATUSES else "draft"
+        base = await self.store.synced_revision(remote_url, node_id)
+        if base is not None and entry.get("revision") == base:
+            report.unchanged += 1
+            return
+        history = await mesh.article_history(node_id, after=base or 0, include="documents")
+        remote_revisions = [_synced_revision(node_id, item) for item in history.get("revisions") or []]
+        async with self.store.write() as tx:
+            local = await tx.revisions_with_documents(node_id)
+            if base is None:
+                base = _shared_prefix(local, remote_revisions)
+            newer = [r for r in remote_revisions if r.row.revision > base]
+            if not newer:
+                if local:
+                    await tx.set_synced(remote_url, node_id, base)
+                report.unchanged += 1
+                return
+            if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
+                raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
+            local_only = [r for r in local if r[0].revision > base]
+            moved = await self._move_local_edits(tx, remote_url, node_id, base, local, local_only, newer)
+            last = newer[-1]
+            document = json.loads(last.document_json)
+            prepared = Prepared.of(validate_node({**document, "status": status}))
+            head = SyncedHead(id=node_id, ecosystem=prepared.document.ecosystem, status=status,
+                              title=prepared.document.title, has_answer=bool(document["content"]["solutions"]),
+                              signature_hash=prepared.signature_hash, quoted_values=prepared.quoted_values,
+                              index=index_row(prepared.body))
+            await tx.apply_synced(head, newer, fresh=not local)
+            await tx.set_synced(remote_url, node_id, last.row.revision)
+            kept = await self._keep_local_edit(tx, moved, node_id, document, status, last.row) if moved else None
+            if kept is None:  # else publishing the kept edit refreshed evidence and failed attempts
+                now = datetime.now(UTC)
+                await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), last.solution_revisions, now))
+                await archive_answered_failures(tx, node_id, document, last.row.revision_id)
+        (report.updated if local else report.created).append(node_id)
+        if moved:
+            report.conflicts.append({
+                "id": node_id, "base_revision": base, "remote_revision": last.row.revision,
+                "moved_revisions": [r[0].revision for r in local_only], "both_changed": moved["both_changed"],
+                "kept_revision": kept, "conflict_id": moved["conflict_id"],
+            })
+
+    async def _move_local_edits(self, tx: Writer, remote_url: str, node_id: str, base: int,
+                                local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
+                                local_only: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
+                                newer: list[SyncedRevision]) -> dict[str, Any] | None:
+        """Move local revisions after the merge base into sync_conflicts; returns what to re-apply."""
+        if not local_only:
+            return None
+        base_document = local[base - 1][1] if base else {}
+        local_document = local_only[-1][1]
+        remote_document = json.loads(newer[-1].document_json)
+        merged, both = rebase_changes(base_document, local_document, remote_document)
+        keep = {}
+        for _, _, solutions in local[:base]:  # solution revision numbers the shared history uses
+            for solution_id, number in solutions.items():
+                keep[solution_id] = max(keep.get(solution_id, 0), number)
+        conflict_id = await tx.move_revisions(node_id, [r.revision_id for r, _, _ in local_only], keep, {
+            "remote": remote_url, "base_revision": base, "remote_revision": newer[-1].row.revision,
+            "local_revisions": json.dumps([{**_row_dict(r), "document": d} for r, d, _ in local_only], ensure_ascii=False),
+            "both_changed": json.dumps(both),
+        })
+        author = local_only[-1][0]
+        agent = {"id": author.agent_id or await self.local_agent_id(), **({"model": author.model} if author.model else {})}
+        return {"conflict_id": conflict_id, "merged": merged, "both_changed": both, "agent": agent}
+
+    async def _keep_local_edit(self, tx: Writer, moved: dict[str, Any], node_id: str, remote_document: dict[str, Any],
+                               status: str, last: RevisionRow) -> int | None:
+        """Publish the local edit again on top of the remote's revision; None when it has nothing left to
+        change or no longer validates (it stays in sync_conflicts either way)."""
+        merged = moved["merged"]
+        if not field_changes(remote_document, merged):
+            return None
+        summary = f"Local edit kept on top of revision {last.revision} from sync"
+        if moved["both_changed"]:
+            summary += f" (both changed: {', '.join(moved['both_changed'])})"
+        try:
+            kept = await self._publish(tx, node_id, remote_document, merged, status, last.revision,
+                                       moved["agent"], summary[:500], "sync")
+        except (KnowmeshError, InvalidNode):
+            return None
+        await tx.set_conflict_kept(moved["conflict_id"], kept["revision"])
+        return int(kept["revision"])
+
+
+def _shared_prefix(local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]], remote: list[SyncedRevision]) -> int:
+    """How many first revisions both sides have with the same content (e.g. the same starter corpus)."""
+    shared = 0
+    for (mine, _, _), theirs in zip(local, remote):
+        if mine.revision != theirs.row.revision or mine.version != theirs.row.version:
+            break
+        shared = mine.revision
+    return shared
+
+
+def _synced_revision(node_id: str, item: Any) -> SyncedRevision:
+    """One revision of the remote's history, checked: its document must hash to its version."""
+    if not isinstance(item, dict) or not isinstance(item.get("document"), dict):
+        raise remote_error(f"a revision of {node_id} came without its document")
+    try:
+        document = validate_node(item["document"])
+    except InvalidNode:
+        raise remote_error(f"a revision of {node_id} holds an invalid document") from None
+    prepared = Prepared.of(document)
+    agent = item.get("agent") if isinstance(item.get("agent"), dict) else {}
+    revision, kind = item.get("revision"), item.get("kind")
+    solutions = item.get("solution_revisions")
+    hashes = {s["id"]: behavior_hash(s) for s in prepared.body["content"]["solutions"]}
+    if (prepared.version != item.get("content_hash") or document.id != node_id or not isinstance(revision, int)
+            or kind not in REVISION_KINDS or not _short_text(item.get("revision_id"))
+            or not isinstance(solutions, dict) or not set(hashes) <= set(solutions)
+            or not all(isinstance(solutions[k], int) for k in hashes) or not _short_text(item.get("created_at"))
+            or not isinstance(item.get("parent_revision"), (int, type(None)))):
+        raise remote_error(f"revision {revision!r} of {node_id} does not match its content hash or is malformed")
+    row = RevisionRow(
+        revision_id=item["revision_id"], node_id=node_id, revision=revision, parent_revision=item.get("parent_revision"),
+        kind=kind, version=prepared.version, agent_id=agent.get("id"), model=agent.get("model"),
+        summary=str(item.get("summary") or ""), changes=item.get("changes") or [],
+        reverts_revision_id=item.get("reverts_revision_id"), created_at=item["created_at"],
+    )
+    return SyncedRevision(row=row, document_json=prepared.body_json,
+                          solution_revisions={k: solutions[k] for k in hashes},
+                          solution_hashes=hashes)
+
+
+def _short_text(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 100
+
+
+def _row_dict(row: RevisionRow) -> dict[str, Any]:
+    return {"revision_id": row.revision_id, "revision": row.revision, "kind": row.kind, "version": row.version,
+            "agent_id": row.agent_id, "model": row.model, "summary": row.summary, "changes": row.changes,
+            "created_at": row.created_at}

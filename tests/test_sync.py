@@ -1,0 +1,194 @@
+"""`sync --from URL`: a personal mesh pulling a team mesh over real HTTP, two servers in one test."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+
+import anyio
+import httpx2
+import pytest
+from conftest import serving
+
+from knowmesh_mcp.cli import progress_bar
+from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+AGENT = {"id": "team-agent"}
+LOCAL = {"id": "my-agent"}
+
+
+@pytest.fixture
+async def team(tmp_path) -> AsyncIterator[Service]:
+    opened = await Service.open(tmp_path / "team.db", seed=False)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def team_url(team) -> AsyncIterator[str]:
+    async with serving(build_app(service=team, write_limit=0)) as url:
+        yield url
+
+
+@pytest.fixture
+async def personal(tmp_path) -> AsyncIterator[Service]:
+    opened = await Service.open(tmp_path / "personal.db", seed=False)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def node(make_doc, n: int) -> dict:
+    return make_doc(id=f"python/team-{n}", error=f"ModuleNotFoundError: No module named 'team_pkg_{n}'",
+                    title=f"Team problem {n}")
+
+
+async def edit(service: Service, node_id: str, path: str, value, agent=AGENT) -> dict:
+    base = (await service.read_article(node_id)).body["revision"]
+    return await service.patch_article(node_id, base_revision=base, ops=[{"op": "set", "path": path, "value": value}],
+                                       agent=agent, summary=f"set {path}")
+
+
+async def history(service: Service, node_id: str) -> list[dict]:
+    return (await service.article_history(node_id, include="documents"))["revisions"]
+
+
+async def test_a_personal_mesh_mirrors_the_team_and_a_second_sync_changes_nothing(team, team_url, personal, make_doc):
+    for n in range(3):
+        await team.create_node(node(make_doc, n), agent=AGENT)
+    await edit(team, "python/team-1", "/title", "Team problem 1, clearer")
+    await personal.create_node(make_doc(id="python/mine-only", error="ModuleNotFoundError: No module named 'mine'"),
+                               agent=LOCAL)
+
+    first = await personal.sync_from(team_url)
+    assert sorted(first.created) == ["python/team-0", "python/team-1", "python/team-2"] and not first.conflicts
+    for n in range(3):
+        assert await history(personal, f"python/team-{n}") == await history(team, f"python/team-{n}")
+        mine, theirs = (await personal.read_node(f"python/team-{n}")).body, (await team.read_node(f"python/team-{n}")).body
+        assert (mine["version"], mine["revision"], mine["created_at"]) == (theirs["version"], theirs["revision"], theirs["created_at"])
+    found = await personal.search("ModuleNotFoundError: No module named 'team_pkg_2'")
+    assert found["results"][0]["id"] == "python/team-2", "synced nodes are searchable at once"
+    assert (await personal.read_node("python/mine-only")).body["revision"] == 1, "local-only nodes are untouched"
+
+    exported = [d async for d in personal.export_documents()]
+    second = await personal.sync_from(team_url)
+    assert (second.created, second.updated, second.unchanged, second.conflicts) == ([], [], 0, [])
+    assert second.cursor == first.cursor
+    assert [d async for d in personal.export_documents()] == exported
+
+    await edit(team, "python/team-2", "/content/symptom", "Edited on the team after the first sync.")
+    await team.create_node(node(make_doc, 3), agent=AGENT)
+    third = await personal.sync_from(team_url)
+    assert (third.updated, third.created) == (["python/team-2"], ["python/team-3"]), "only what changed since the cursor"
+    assert await history(personal, "python/team-2") == await history(team, "python/team-2")
+
+
+async def test_an_interrupted_sync_resumes_from_its_saved_cursor(team, team_url, personal, make_doc):
+    for n in range(5):
+        await team.create_node(node(make_doc, n), agent=AGENT)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_third(done: int, total: int) -> None:
+        assert total == 5
+        if done == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        await personal.sync_from(team_url, progress=stop_at_third, page_size=2)
+    resumed = await personal.sync_from(team_url, page_size=2)
+    assert resumed.created == ["python/team-3", "python/team-4"]
+    assert resumed.unchanged == 1, "the node written before the interruption is not written twice"
+    assert await personal.store.count_nodes() == 5
+
+
+async def test_edits_on_both_sides_keep_the_local_edit_on_top_and_report_it(team, team_url, personal, make_doc):
+    await team.create_node(node(make_doc, 0), agent=AGENT)
+    await personal.sync_from(team_url)
+    await edit(personal, "python/team-0", "/title", "My local title", agent=LOCAL)
+    await edit(personal, "python/team-0", "/content/root_cause", "My local root cause.", agent=LOCAL)
+    await edit(team, "python/team-0", "/content/symptom", "Team symptom.")
+    await edit(team, "python/team-0", "/content/root_cause", "Team root cause.")
+
+    report = await personal.sync_from(team_url)
+    [conflict] = report.conflicts
+    assert conflict["base_revision"] == 1 and conflict["remote_revision"] == 3 and conflict["moved_revisions"] == [2, 3]
+    assert conflict["both_changed"] == ["/content/root_cause"] and conflict["kept_revision"] == 4
+
+    mine = await history(personal, "python/team-0")
+    assert mine[:3] == await history(team, "python/team-0"), "the team's revisions, identical, under their numbers"
+    assert mine[3]["kind"] == "sync" and mine[3]["agent"]["id"] == LOCAL["id"] and "both changed" in mine[3]["summary"]
+    current = (await personal.read_node("python/team-0")).body
+    assert current["title"] == "My local title" and current["content"]["root_cause"] == "My local root cause."
+    assert current["content"]["symptom"] == "Team symptom.", "the team's other change is kept too"
+    [stored] = await personal.store.sync_conflicts("python/team-0")
+    assert [r["document"]["title"] for r in stored["local_revisions"]] == ["My local title", "My local title"]
+
+    again = await personal.sync_from(team_url)
+    assert again.conflicts == [] and again.updated == [], "a kept local edit is not a new conflict until the team moves"
+
+
+async def test_a_mesh_seeded_alike_shares_its_first_revisions(tmp_path, make_doc):
+    team = await Service.open(tmp_path / "team-seeded.db")  # both get the starter corpus
+    personal = await Service.open(tmp_path / "personal-seeded.db")
+    try:
+        async with serving(build_app(service=team, write_limit=0)) as url:
+            report = await personal.sync_from(url)
+        assert (report.created, report.updated, report.conflicts) == ([], [], [])
+        assert report.unchanged == await team.store.count_nodes()
+    finally:
+        await team.close()
+        await personal.close()
+
+
+async def test_history_with_documents_over_http(team, team_url, make_doc):
+    await team.create_node(node(make_doc, 0), agent=AGENT)
+    await edit(team, "python/team-0", "/title", "Second title")
+    async with httpx2.AsyncClient(base_url=team_url, timeout=10) as client:
+        later = await client.get("/v1/nodes/python/team-0/article/revisions", params={"after": 1, "include": "documents"})
+        bad = await client.get("/v1/nodes/python/team-0/article/revisions", params={"include": "secrets"})
+        changes = await client.get("/v1/changes", params={"limit": 1})
+    assert later.status_code == 200
+    [revision] = later.json()["revisions"]
+    assert revision["revision"] == 2 and revision["document"]["title"] == "Second title"
+    assert revision["solution_revisions"] == {"venv-macos": 1, "venv-linux": 1}
+    assert bad.status_code == 400
+    assert changes.json()["remaining"] == 0 and changes.json()["has_more"] is False
+
+
+async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, team_url, make_doc, tmp_path):
+    await team.create_node(node(make_doc, 0), agent=AGENT)
+    command = [sys.executable, "-m", "knowmesh_mcp.cli", "sync", "--from", team_url, "--db", str(tmp_path / "cli.db"), "--empty"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    first = await anyio.run_process(command, env=env, check=False)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.decode().strip() == f"synced {team_url}: created 1, updated 0, unchanged 0, conflicts 0"
+    assert first.stderr == b"", "no progress bar when stderr is not a terminal"
+    second = await anyio.run_process([*command, "--json"], env=env, check=False)
+    report = json.loads(second.stdout)
+    assert (report["created"], report["updated"], report["unchanged"]) == ([], [], 0)
+    down = await anyio.run_process([*command[:5], "http://127.0.0.1:9", *command[6:]], env=env, check=False)
+    assert down.returncode == 1 and b"remote_unavailable" in down.stderr
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert progress_bar(io.StringIO()) is None
+    screen = Terminal()
+    show = progress_bar(screen)
+    show(1, 4)
+    show(4, 4)
+    assert screen.getvalue() == "\r[#######.......................] 1/4 nodes\r[##############################] 4/4 nodes"
