@@ -278,8 +278,8 @@ def build_app(
         if "text/html" in request.headers.get("accept", ""):
             page = (f"<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
                     f"<title>{html.escape(title)}</title><pre style='white-space:pre-wrap'>{html.escape(markdown)}</pre>")
-            return HTMLResponse(page)
-        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8")
+            return HTMLResponse(page, headers=TRUST_HEADER)
+        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
     async def issues_index(request: Request) -> Response:
         return as_page(request, issues_markdown(await current().list_issues()), "Service issues")
