@@ -147,12 +147,22 @@ def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -
     return _request("PATCH", f"/v1/nodes/{node_id}/article", body, "patch_article", {"id": node_id, **body})
 
 
-def blocked(node_id: str, base_revision: int, env: dict[str, Any] | None, solution: dict[str, Any]) -> dict[str, Any]:
-    """The `next` block when every applicable answer is known to fail in the reader's environment."""
+def blocked(node_id: str, base_revision: int, env: dict[str, Any] | None, solution: dict[str, Any],
+            *, disputed: bool = False) -> dict[str, Any]:
+    """The `next` block when an answer is known to fail in the reader's environment, or (`disputed`)
+    when agents disagree about it and it is served again with both counts."""
+    if disputed:
+        reason, message = "disputed_answer", (
+            "Independent agents disagree about this answer in this environment; it is served again with both "
+            "counts. Run it only if nothing better applies, report the outcome, and if you find why it fails "
+            "for some, improve the answer.")
+    else:
+        reason, message = "no_known_working_solution", (
+            "Every answer for this environment was reported failed by two independent agents. "
+            "Do not retry it: if you find a working fix, replace the answer; report what you tried.")
     return {
-        "reason": "no_known_working_solution",
-        "message": "Every answer for this environment was reported failed by two independent agents. "
-                   "Do not retry it: if you find a working fix, replace the answer; report what you tried.",
+        "reason": reason,
+        "message": message,
         "report_failed_attempt": report_failed_attempt(node_id, env),
         "report_failed_solution": report_failed_solution(node_id, solution, env),
         "patch_article": replace_answer(node_id, base_revision, solution),

@@ -134,7 +134,8 @@ class OutcomeReporting:
         flipped = now_row.failure_state in ("known_failed", "disputed") and (old is None or old.failure_state != now_row.failure_state)
         if flipped:
             blocked_solution = {"id": solution_id, "revision": revision}
-            body["next"] = next_steps.blocked(node_id, current_revision, environment.to_dict(), blocked_solution)
+            body["next"] = next_steps.blocked(node_id, current_revision, environment.to_dict(), blocked_solution,
+                                              disputed=now_row.failure_state == "disputed")
         return body
 
     @staticmethod

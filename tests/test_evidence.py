@@ -144,7 +144,7 @@ async def test_verified_then_known_failed_then_disputed_then_cleared(node: Servi
     assert [s["id"] for s in linux.body["content"]["solutions"]] == ["venv-linux"]
 
     disputed = await node.report_outcome(report("solved", "s3"))
-    assert disputed["failure_state"] == "disputed" and "next" in disputed
+    assert disputed["failure_state"] == "disputed" and disputed["next"]["reason"] == "disputed_answer"
     shown = await read_mac(node)
     assert shown["content"]["solutions"][0]["evidence"] == {"failure_state": "disputed", "solved_agents": 3,
                                                            "failed_agents": 2, "cluster": "macos|python-3|pip"}
