@@ -244,7 +244,7 @@ def _serve_http(args: argparse.Namespace) -> int:
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
     app = build_app(db_path=args.db or default_db_path(), seed=not empty, read_only=args.read_only,
-                    write_limit=args.write_limit)
+                    write_limit=args.write_limit, host=args.host)
     print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -87,8 +87,13 @@ def build_app(
     read_only: bool = False,
     with_mcp: bool = True,
     write_limit: int = 10,
+    host: str = "127.0.0.1",
 ) -> Starlette:
-    """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up."""
+    """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up.
+
+    `host` is the address served: on loopback, `/mcp` checks Host and Origin against loopback
+    (DNS-rebinding protection); on any other address (a team's mesh) it accepts every Host.
+    """
     state: dict[str, Service] = {"service": service} if service is not None else {}
 
     def current() -> Service:
@@ -100,7 +105,7 @@ def build_app(
         from .mcp_server import build_mcp_server
 
         mcp_server = build_mcp_server(current, read_only=read_only)
-        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp")
+        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

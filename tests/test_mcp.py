@@ -7,10 +7,13 @@ import os
 import shutil
 import sys
 
+import httpx2
 import pytest
+from conftest import serving
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
+from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.remote import RemoteMesh
 from knowmesh_mcp.service import Service
 
@@ -204,3 +207,13 @@ async def test_fix_error_prompt(service, mcp_connect):
                                                        "env": "linux,python-3.12"})
     text = result.messages[0].content.text
     assert "`search`" in text and "report_outcome" in text and "No module named 'x'" in text and "linux,python-3.12" in text
+
+
+@pytest.mark.parametrize(("host", "expect_421"), [("127.0.0.1", True), ("0.0.0.0", False)])
+async def test_mcp_host_check_follows_the_served_address(service, host, expect_421):
+    """On loopback /mcp refuses other Host headers (DNS rebinding); a team mesh on 0.0.0.0 accepts them."""
+    async with serving(build_app(service=service, host=host)) as url:
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+            response = await client.post("/mcp", headers={"host": "mesh.team.example:8765", "accept": "application/json, text/event-stream"},
+                                         json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert (response.status_code == 421) is expect_421, response.text
