@@ -104,7 +104,9 @@ def build_app(
     if with_mcp:
         from .mcp_server import build_mcp_server
 
-        mcp_server = build_mcp_server(current, read_only=read_only)
+        # `mcp_submission` is defined below with the routes; looked up when a tool submits.
+        mcp_server = build_mcp_server(current, read_only=read_only,
+                                      guard=lambda agent, request, submit: mcp_submission(agent, request, submit))
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
 
     @contextlib.asynccontextmanager
@@ -206,14 +208,18 @@ def build_app(
         accepted = await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
+    async def mcp_submission(agent: Any, request: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """The same write limit for the /mcp tools, per agent or client address."""
+        return await submission(request if isinstance(request, Request) else None, {"agent": agent}, submit)
+
     def writable() -> None:
         if read_only:
             raise KnowmeshError(403, "read_only", "this server is read-only")
 
-    async def submission(request: Request, payload: Any,
+    async def submission(request: Request | None, payload: Any,
                          submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """A write under --write-limit: 429 past the allowance; only accepted submissions count."""
-        client = request.client.host if request.client else None
+        client = request.client.host if request is not None and request.client else None
         ip_hash = await current().ip_hash(client)
         subject = submitter(payload.get("agent") if isinstance(payload, dict) else None, ip_hash)
         await current().check_submission(subject, write_limit)

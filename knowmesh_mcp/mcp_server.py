@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Protocol
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -45,11 +45,14 @@ class Mesh(Protocol):
     async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
     async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
     async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
-    async def report_outcome(self, report: Any) -> dict[str, Any]: ...
-    async def report_failed_attempt(self, node_id: str, attempt: Any) -> dict[str, Any]: ...
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = ...) -> dict[str, Any]: ...
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = ...) -> dict[str, Any]: ...
 
 
 MeshGetter = Callable[[], Mesh]
+Submit = Callable[[str | None], Awaitable[dict[str, Any]]]
+SubmissionGuard = Callable[[Any, Any, Submit], Awaitable[dict[str, Any]]]
+"""(agent, the HTTP request or None, submit(ip_hash)) -> the accepted body: the HTTP server's write limit."""
 
 FIX_ERROR_PROMPT = """A command failed. Use knowmesh before debugging by hand.
 
@@ -92,9 +95,17 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
-def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_agent: bool = False) -> MCPServer:
-    """The knowmesh MCP server over a service. `local_agent`: default agent.id is this mesh's own (stdio)."""
+def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_agent: bool = False,
+                     guard: SubmissionGuard | None = None) -> MCPServer:
+    """The knowmesh MCP server over a mesh. `local_agent`: default agent.id is this mesh's own (stdio).
+    `guard`: submissions (create_node, report_outcome, report_failed_attempt) count against the
+    HTTP server's write limit, per agent or client address, as on `/v1`."""
     server = MCPServer("knowmesh", title="knowmesh", version="0.1.0", instructions=INSTRUCTIONS)
+
+    async def submitted(agent: dict[str, Any] | None, ctx: Context, submit: Submit) -> dict[str, Any]:
+        if guard is None:
+            return await submit(None)
+        return await guard(agent, ctx.request_context.request, submit)
 
     async def default_agent(agent: dict[str, Any] | None) -> dict[str, Any] | None:
         if agent and isinstance(agent.get("id"), str) and agent["id"].strip():
@@ -283,13 +294,15 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             reason: Annotated[str | None, Field(description="What happened (required for failed and dangerous)")] = None,
             note: Annotated[str | None, Field(description="Anything the next agent should know")] = None,
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> dict[str, Any]:
             async def call() -> dict[str, Any]:
+                author = await default_agent(agent)
                 report = {"node": node, "solution": solution, "outcome": outcome, "env": env, "evidence": evidence or {},
-                          "reason": reason, "note": note, "agent": await default_agent(agent), "node_version": node_version}
+                          "reason": reason, "note": note, "agent": author, "node_version": node_version}
                 if revision is not None:
                     report["revision"] = revision
-                return await get_mesh().report_outcome(report)
+                return await submitted(author, ctx, lambda ip: get_mesh().report_outcome(report, ip_hash=ip))
 
             return await run_tool(call())  # type: ignore[return-value]
 
@@ -310,11 +323,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             steps: Annotated[list[str], Field(description="The commands you ran, in order")],
             reason: Annotated[str, Field(description="Why it did not work")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> dict[str, Any]:
             async def call() -> dict[str, Any]:
-                attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason,
-                           "agent": await default_agent(agent)}
-                return await get_mesh().report_failed_attempt(id, attempt)
+                author = await default_agent(agent)
+                attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason, "agent": author}
+                return await submitted(author, ctx, lambda ip: get_mesh().report_failed_attempt(id, attempt, ip_hash=ip))
 
             return await run_tool(call())  # type: ignore[return-value]
 
@@ -337,10 +351,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             signature: Annotated[dict[str, Any], Field(description='{"error": raw error line, "environment": ["linux", "python>=3.8"], "aliases": [...]}')],
             content: Annotated[dict[str, Any], Field(description='{"symptom", "context", "root_cause", "solutions": [{"id", "title", "env", "fix": [...], "verify": {"command", "expected"}}], "failed_attempts": [...], "boundaries": [...]}')],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> dict[str, Any]:
             async def call() -> dict[str, Any]:
+                author = await default_agent(agent)
                 document = {"id": id, "ecosystem": ecosystem, "title": title, "signature": signature, "content": content}
-                return await get_mesh().create_node(document, agent=await default_agent(agent))
+                return await submitted(author, ctx, lambda _: get_mesh().create_node(document, agent=author))
 
             return await run_tool(call())  # type: ignore[return-value]
 

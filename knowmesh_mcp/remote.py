@@ -136,10 +136,11 @@ class RemoteMesh:
         return await self.call("POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo",
                                json={"agent": agent, "summary": summary}, headers=headers)
 
-    async def report_outcome(self, report: Any) -> dict[str, Any]:
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+        """`ip_hash` is the local server's business; the remote hashes this client's own address."""
         return await self.call("POST", "/v1/feedback", json=report)
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any) -> dict[str, Any]:
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
         return await self.call("POST", node_path(node_id) + "/failures", json=attempt)
 
 

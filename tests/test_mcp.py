@@ -217,3 +217,22 @@ async def test_mcp_host_check_follows_the_served_address(service, host, expect_4
             response = await client.post("/mcp", headers={"host": "mesh.team.example:8765", "accept": "application/json, text/event-stream"},
                                          json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert (response.status_code == 421) is expect_421, response.text
+
+
+async def test_streamable_http_submissions_count_against_the_write_limit(service, make_doc):
+    """/mcp is no side door: create_node and reports are limited like /v1, anonymous ones by address."""
+    documents = [make_doc(id=f"python/limited-{n}", error=f"ModuleNotFoundError: No module named 'limited_{n}'")
+                 for n in range(3)]
+    async with serving(build_app(service=service, write_limit=2)) as url:
+        async with Client(f"{url}/mcp") as client:
+            results = [await client.call_tool("create_node", {**{k: d[k] for k in ("id", "ecosystem", "title", "signature", "content")},
+                                                              "agent": {"id": "busy"}}) for d in documents]
+            assert [r.is_error for r in results] == [False, False, True]
+            assert error_body(results[2])["error"]["code"] == "rate_limited"
+            report = {"node": documents[0]["id"], "solution": "venv-linux", "outcome": "solved",
+                      "env": {"os": "ubuntu-24.04", "runtime": "python-3.12"}, "evidence": {"exit_code": 0}}
+            anonymous = await client.call_tool("report_outcome", report)
+            assert not anonymous.is_error and anonymous.structured_content["anonymous"] is True
+            again = await client.call_tool("report_outcome", report)
+            assert error_body(again)["error"]["code"] == "duplicate_report", "anonymous reports are deduplicated by address"
+    assert await service.store.count_nodes() == 2
