@@ -31,7 +31,7 @@ FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
     "provenance": ("provenance",),
 }
 INCLUDES = ("alternatives", "archived_failures")
-LIST_FIELDS = ("title", "ecosystem", "status", "updated_at", "signature", "path", "html_path")
+LIST_FIELDS = ("title", "ecosystem", "status", "has_answer", "updated_at", "signature", "path", "html_path")
 
 
 def parse_list(value: str | list[str] | None, *, name: str, allowed: tuple[str, ...] | dict[str, Any]) -> list[str] | None:
@@ -257,12 +257,14 @@ def _failures_view(failures: list[dict[str, Any]], request: ReadRequest, usable:
     return listed
 
 
-def list_entry(row_document: dict[str, Any], *, status: str, updated_at: str, fields: list[str] | None) -> dict[str, Any]:
+def list_entry(row_document: dict[str, Any], *, status: str, has_answer: bool, updated_at: str,
+               fields: list[str] | None) -> dict[str, Any]:
     node_id = row_document["id"]
     full = {
         "title": row_document["title"],
         "ecosystem": row_document["ecosystem"],
         "status": status,
+        "has_answer": has_answer,
         "updated_at": updated_at,
         "signature": row_document["signature"],
         "path": f"/v1/nodes/{node_id}",

@@ -311,11 +311,17 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             encode_cursor({"after": page[-1].id, "ecosystem": ecosystem}) if len(rows) > limit else None
         )
         return {
-            "nodes": [list_entry(r.document, status=r.status, updated_at=r.updated_at, fields=chosen) for r in page],
+            "nodes": [list_entry(r.document, status=r.status, has_answer=r.has_answer, updated_at=r.updated_at,
+                                 fields=chosen) for r in page],
             "ecosystem": ecosystem,
             "limit": limit,
             "next_cursor": next_cursor,
         }
+
+    async def ecosystem_counts(self) -> list[dict[str, Any]]:
+        """Published (non-deprecated) nodes per ecosystem: how many, and how many are open problems."""
+        return [{"ecosystem": ecosystem, "nodes": total, "open": unsolved}
+                for ecosystem, total, unsolved in await self.store.ecosystem_counts()]
 
     # -- search ------------------------------------------------------------------------
 

@@ -744,6 +744,14 @@ class Store:
         )
         return [_node_row(row) for row in rows]
 
+    async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
+        """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
+        rows = await self._fetchall(
+            """SELECT ecosystem, count(*), sum(has_answer = 0) FROM nodes WHERE status != 'deprecated'
+               GROUP BY ecosystem ORDER BY ecosystem"""
+        )
+        return [(row[0], int(row[1]), int(row[2])) for row in rows]
+
     async def signature_candidates(self, hashes: Sequence[str], quoted: list[str], limit: int) -> list[RankingRow]:
         """Nodes matched exactly under any of `hashes`, those with the same quoted values first.
 

@@ -247,4 +247,5 @@ async def test_list_pages_with_a_cursor_scoped_to_the_ecosystem(service: Service
         assert caught.value.status == 400
     everything = await service.list_nodes()
     assert {e["id"] for e in everything["nodes"]} >= {"go/g1", "python/p0"}
-    assert set(everything["nodes"][0]) == {"id", "title", "ecosystem", "status", "updated_at", "signature", "path", "html_path"}
+    assert set(everything["nodes"][0]) == {"id", "title", "ecosystem", "status", "has_answer", "updated_at", "signature", "path",
+                                           "html_path"}

@@ -1,0 +1,401 @@
+"""Pages for people over a real HTTP server: /nodes, /nodes/{id}, /docs, /v1/docs/{doc}.md.
+
+Node text is untrusted: it must come out escaped, pages carry no script and load nothing from
+other hosts, unanswered problems are noindex, and bad ids are HTML 404s rather than 500s.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from html.parser import HTMLParser
+from importlib.resources import files
+from typing import Any
+
+import httpx2
+import pytest
+
+from knowmesh_mcp import pages
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+NODE = "python/module-not-found-venv"
+MAC = {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}
+HOSTILE_TAG = "<script>alert(1)</script>"
+HOSTILE_ATTR = '"><img src=x onerror=alert(1)>'
+DOC_NAMES = ("protocol", "schema", "contribute", "autonomy", "feedback", "trust", "mcp")
+
+
+def rust_doc(make_doc) -> dict[str, Any]:
+    base = make_doc()
+    return make_doc(
+        id="rust/borrow-of-moved-value",
+        ecosystem="rust",
+        title="borrow of moved value in a loop",
+        signature={"error": "error[E0382]: borrow of moved value: `items`"},
+        content={**base["content"], "solutions": [{
+            "id": "clone-or-borrow", "title": "Borrow instead of moving",
+            "fix": ["for item in &items { ... }"], "verify": {"command": "cargo build", "expected": "exit 0"},
+        }], "failed_attempts": []},
+    )
+
+
+def open_problem(make_doc, **overrides: Any) -> dict[str, Any]:
+    base = make_doc()
+    document = make_doc(
+        id="python/requests-import-fails-after-reinstall",
+        title="ImportError for requests after reinstalling inside a pyenv venv",
+        error="ImportError: cannot import name 'Session' from partially initialized module 'requests'",
+        content={**base["content"], "solutions": [], "failed_attempts": ["pip install --force-reinstall requests"]},
+    )
+    return {**document, **overrides}
+
+
+def solved_report(agent: str) -> dict[str, Any]:
+    return {"node": NODE, "solution": "venv-macos", "outcome": "solved", "env": MAC, "agent": {"id": agent},
+            "evidence": {"verify": ".venv/bin/python -c 'import requests'", "exit_code": 0}}
+
+
+def robots_noindex(text: str) -> bool:
+    return '<meta name="robots" content="noindex">' in text
+
+
+class Tags(HTMLParser):
+    """Every start tag of a page with its attributes, as a browser's tokenizer sees them."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def elsewhere(url: str | None) -> bool:
+    return bool(re.match(r"^\s*(?:[a-z][a-z0-9+.-]*:|//|\\\\)", url or "", re.IGNORECASE))
+
+
+def assert_safe_page(response: httpx2.Response, *, docs: bool = False) -> None:
+    """A page for people: HTML, no script, nothing loaded from elsewhere, the CSP header, phone-ready."""
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    text = response.text
+    assert text.startswith("<!doctype html>")
+    assert '<meta charset="utf-8">' in text
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
+    assert "<script" not in text.lower() and "@import" not in text and "url(" not in text
+    for tag, attrs in Tags(text).tags:
+        assert tag not in {"script", "link", "iframe", "object", "embed", "img", "base", "frame"}, (tag, attrs)
+        assert not any(name.startswith("on") or name in {"style", "srcset"} for name in attrs), (tag, attrs)
+        for name in ("src", "action", "formaction", "data", "poster"):
+            assert name not in attrs or not elsewhere(attrs[name]), (tag, attrs)
+        if "href" in attrs:
+            # Our pages link only within the site; a doc may link out (https), never to a script URL.
+            external = elsewhere(attrs["href"])
+            assert not external or (docs and tag == "a" and attrs["href"].startswith("https://")), (tag, attrs)
+    csp = response.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp and "base-uri 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_index_lists_every_node_grouped_by_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc))
+    await service.create_node(rust_doc(make_doc))
+    for agent in ("agent-s1", "agent-s2"):
+        await service.report_outcome(solved_report(agent))
+
+    response = await http.get("/nodes")
+    assert response.status_code == 200
+    assert_safe_page(response)
+    assert response.headers["x-knowmesh-content-trust"] == "untrusted-data"
+    text = response.text
+    assert not robots_noindex(text)
+    assert "3 problems in 2 ecosystems: 2 answered, 1 open" in text
+    python_at, rust_at = text.index('<h2 id="eco-python">'), text.index('<h2 id="eco-rust">')
+    assert python_at < rust_at
+    python_section, rust_section = text[python_at:rust_at], text[rust_at:]
+    assert f'href="/nodes/{NODE}"' in python_section
+    assert 'href="/nodes/python/requests-import-fails-after-reinstall"' in python_section
+    assert 'href="/nodes/rust/borrow-of-moved-value"' in rust_section and "/nodes/python/" not in rust_section
+    assert 'href="#eco-python"' in text and 'href="#eco-rust"' in text
+
+    def entry(node_id: str) -> str:
+        start = text.index(f'href="/nodes/{node_id}"')
+        return text[start:text.index("</li>", start)]
+
+    verified = entry(NODE)
+    assert html.escape(make_doc()["title"]) in verified and "answered" in verified and "verified" in verified
+    unsolved = entry("python/requests-import-fails-after-reinstall")
+    assert "open problem" in unsolved and "verified" not in unsolved
+    assert "draft" in entry("rust/borrow-of-moved-value")
+
+
+async def test_index_walks_every_page_of_the_list(service: Service, http: httpx2.AsyncClient, make_doc):
+    base = make_doc()
+    def word(n: int) -> str:  # numbers are values to the normalizer; distinct words are distinct errors
+        return "".join("abcdefghij"[int(digit)] for digit in f"{n:03d}")
+
+    documents = [make_doc(id=f"python/many-{n:03d}", title=f"Many {n:03d}", error=f"ValueError: widget{word(n)} broke",
+                          content={**base["content"], "solutions": base["content"]["solutions"][:1]})
+                 for n in range(pages.LIST_PAGE + 5)]
+    report = await service.import_documents([(f"doc-{n}", d) for n, d in enumerate(documents)])
+    assert len(report.created) == len(documents)
+    text = (await http.get("/nodes")).text
+    assert all(f'href="/nodes/python/many-{n:03d}"' in text for n in range(len(documents)))
+
+
+async def test_a_big_mesh_pages_per_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch):
+    monkeypatch.setattr(pages, "INLINE_LIMIT", 2)
+    monkeypatch.setattr(pages, "ECOSYSTEM_PAGE", 1)
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc))
+    await service.create_node(rust_doc(make_doc))
+
+    index = (await http.get("/nodes")).text
+    assert "3 problems in 2 ecosystems: 2 answered, 1 open" in index
+    assert 'href="/nodes?ecosystem=python"' in index and "(2, 1 open)" in index
+    assert f'href="/nodes/{NODE}"' not in index, "a big mesh lists ecosystems, not every node"
+
+    first = await http.get("/nodes", params={"ecosystem": "python"})
+    assert_safe_page(first)
+    assert f'href="/nodes/{NODE}"' in first.text and "requests-import-fails" not in first.text
+    [next_href] = re.findall(r'href="([^"]+)" rel="next"', first.text)
+    second = (await http.get(html.unescape(next_href))).text
+    assert 'href="/nodes/python/requests-import-fails-after-reinstall"' in second and "open problem" in second
+    assert 'rel="next"' not in second
+    bad = await http.get("/nodes", params={"ecosystem": "python", "cursor": "!!!"})
+    assert bad.status_code == 400 and bad.headers["content-type"].startswith("text/html")
+
+
+async def test_index_of_an_empty_mesh(http: httpx2.AsyncClient):
+    response = await http.get("/nodes")
+    assert response.status_code == 200 and "No nodes have been published yet." in response.text
+
+
+async def test_search_form_shows_results_instead_of_the_list(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    await service.create_node(rust_doc(make_doc))
+    listing = await http.get("/nodes")
+    assert '<form method="get" action="/nodes" role="search">' in listing.text
+    assert 'name="q"' in listing.text and 'name="env"' in listing.text
+
+    query = "ModuleNotFoundError: No module named 'requests'"
+    response = await http.get("/nodes", params={"q": query, "env": "macos-15,python-3.12,pip"})
+    assert response.status_code == 200
+    assert_safe_page(response)
+    text = response.text
+    assert robots_noindex(text)  # result pages are not for search engines
+    assert f'href="/nodes/{NODE}"' in text and "rust/borrow-of-moved-value" not in text
+    assert "Use the venv interpreter (macOS)" in text  # the one answer for this environment
+    assert html.escape(query) in text and 'value="macos-15,python-3.12,pip"' in text  # the form keeps the query
+    assert '<h2 id="eco-python">' not in text
+
+    nothing = await http.get("/nodes", params={"q": "zzqx wobble frobnicate"})
+    assert nothing.status_code == 200 and "No node matches this error yet." in nothing.text
+    assert 'href="/docs/contribute"' in nothing.text
+    blank = await http.get("/nodes", params={"q": "   "})
+    assert '<h2 id="eco-python">' in blank.text  # a blank query is the whole list
+
+    hostile = await http.get("/nodes", params={"q": HOSTILE_ATTR + HOSTILE_TAG, "env": HOSTILE_ATTR})
+    assert hostile.status_code == 200
+    assert_safe_page(hostile)
+    assert "<img" not in hostile.text and html.escape(HOSTILE_ATTR) in hostile.text
+
+
+async def test_node_page_shows_the_article_answers_states_and_history(
+    service: Service, http: httpx2.AsyncClient, make_doc
+):
+    document = make_doc()
+    await service.create_node(document, agent={"id": "agent-author", "model": "model-x"})
+    for agent in ("agent-s1", "agent-s2"):
+        await service.report_outcome(solved_report(agent))
+    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary="Name the interpreter check",
+                                ops=[{"op": "set", "path": "/content/root_cause",
+                                      "value": "pip installed into a different interpreter; compare `pip -V` and `python -V`."}])
+    await service.report_failed_attempt(NODE, {
+        "environment": {"os": "windows-11", "runtime": "python-3.12", "pkg_manager": "pip"},
+        "summary": "Reinstalled with the system pip.", "steps": ["pip install requests", "python app.py"],
+        "reason": "Installed into another interpreter.", "agent": {"id": "agent-w"},
+    })
+
+    response = await http.get(f"/nodes/{NODE}")
+    assert response.status_code == 200
+    assert_safe_page(response)
+    assert response.headers["x-knowmesh-content-trust"] == "untrusted-data"
+    assert response.headers["x-knowmesh-has-answer"] == "true"
+    text = response.text
+    content = document["content"]
+    for expected in (document["title"], NODE, "status: draft", content["symptom"], content["context"],
+                     document["signature"]["error"],
+                     document["signature"]["aliases"][0], "python>=3.8"):
+        assert html.escape(expected) in text, expected
+    assert "compare <code>pip -V</code> and <code>python -V</code>." in text  # code spans in prose, escaped first
+    for heading in ("Error", "Symptom", "Context", "Root cause", "Answers (2)", "Outcome reports", "Alternatives",
+                    "Failed attempts", "Boundaries", "History"):
+        assert f"<h2>{heading}</h2>" in text, heading
+
+    macos = text[text.index('id="answer-venv-macos"'):text.index('id="answer-venv-linux"')]
+    assert "<h3>Use the venv interpreter (macOS)</h3>" in macos and "Environment: <code>macos</code>" in macos
+    steps = macos[macos.index('<ol class="steps">'):macos.index("</ol>", macos.index('<ol class="steps">'))]
+    assert steps.count("<li>") == 2
+    assert steps.index("python3 -m venv .venv") < steps.index(".venv/bin/python -m pip install requests")
+    assert "<pre><code>python3 -m venv .venv</code></pre>" in steps
+    assert f"<pre><code>{html.escape(content['solutions'][0]['verify']['command'])}</code></pre>" in macos
+    assert "Expected: <code>exit 0</code>" in macos
+    assert re.search(r'class="badge b-verified"[^>]*>verified</span>', macos) and "solved by 2 agent(s)" in macos
+    assert "failure state: <code>ok</code>" in macos
+    linux = text[text.index('id="answer-venv-linux"'):]
+    assert "Environment: <code>linux</code>" in linux and "no outcome reports yet" in linux
+    assert "2 report(s) on the current answers · solved 2 · failed 0" in text
+
+    assert html.escape(content["failed_attempts"][0]) in text  # the article's dead ends, kept for reference
+    assert "Reinstalled with the system pip." in text and "Installed into another interpreter." in text
+    assert "<pre><code>python app.py</code></pre>" in text
+    assert html.escape(content["boundaries"][0]) in text and html.escape(content["alternatives"][0]) in text
+
+    history = text[text.index("<h2>History</h2>"):]
+    assert history.index("Revision 2") < history.index("Revision 1")  # newest first
+    assert "agent-editor" in history and "Name the interpreter check" in history
+    assert "agent-author (model-x)" in history and "Create node" in history
+    assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC</time>', history)
+
+    assert 'href="/nodes"' in text
+    assert f'href="/v1/nodes/{NODE}"' in text and f'href="/v1/nodes/{NODE}.md"' in text
+    assert (await http.get(f"/v1/nodes/{NODE}.md")).status_code == 200
+    assert not robots_noindex(text)
+
+
+async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: httpx2.AsyncClient, make_doc):
+    base = make_doc()
+    solution = {**base["content"]["solutions"][0], "title": HOSTILE_ATTR, "applies_to": HOSTILE_TAG,
+                "env": ["macos", HOSTILE_ATTR], "fix": [f"echo '{HOSTILE_TAG}'", HOSTILE_ATTR],
+                "verify": {"command": HOSTILE_TAG, "expected": HOSTILE_ATTR}, "notes": [HOSTILE_TAG]}
+    document = make_doc(
+        id="python/hostile-text",
+        title=f"Broken {HOSTILE_TAG} page",
+        error=f"RuntimeError: {HOSTILE_TAG} {HOSTILE_ATTR}",
+        signature={"error": f"RuntimeError: {HOSTILE_TAG} {HOSTILE_ATTR}", "environment": [HOSTILE_ATTR],
+                   "aliases": [HOSTILE_TAG]},
+        content={"symptom": HOSTILE_ATTR, "context": f"</p>{HOSTILE_TAG}", "root_cause": f"</pre>{HOSTILE_TAG}",
+                 "solutions": [solution], "alternatives": [HOSTILE_TAG, {"note": HOSTILE_ATTR}],
+                 "failed_attempts": [HOSTILE_TAG], "boundaries": [HOSTILE_ATTR]},
+    )
+    await service.create_node(document)
+    await service.patch_article("python/hostile-text", base_revision=1, agent={"id": "agent-x"},
+                                summary=f"{HOSTILE_TAG} {HOSTILE_ATTR}",
+                                ops=[{"op": "set", "path": "/content/boundaries", "value": [HOSTILE_TAG]}])
+
+    for path, params in (("/nodes/python/hostile-text", None), ("/nodes", None), ("/nodes", {"q": "RuntimeError broken page"})):
+        response = await http.get(path, params=params)
+        assert response.status_code == 200, path
+        assert_safe_page(response)
+        text = response.text
+        assert "<img" not in text and "<script" not in text, path
+        assert html.escape(HOSTILE_TAG) in text, path
+    page_text = (await http.get("/nodes/python/hostile-text")).text
+    assert html.escape(HOSTILE_ATTR) in page_text
+    assert f"<title>Broken {html.escape(HOSTILE_TAG)} page · Knowmesh</title>" in page_text
+    assert page_text.count(html.escape(HOSTILE_TAG)) >= 8  # title, error, alias, prose, steps, verify, notes, history
+
+
+async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc))
+    unsolved = await http.get("/nodes/python/requests-import-fails-after-reinstall")
+    assert unsolved.status_code == 200 and robots_noindex(unsolved.text)
+    assert unsolved.headers["x-knowmesh-has-answer"] == "false"
+    assert "No answer yet: this problem is open." in unsolved.text and "<h2>Answers" in unsolved.text
+    assert "pip install --force-reinstall requests" in unsolved.text  # its failed attempts are the point
+    solved = await http.get(f"/nodes/{NODE}")
+    assert solved.status_code == 200 and "noindex" not in solved.text
+
+    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Remove the answers",
+                                ops=[{"op": "set", "path": "/content/solutions", "value": []}])
+    assert robots_noindex((await http.get(f"/nodes/{NODE}")).text)  # unanswered again: noindex again
+
+
+async def test_unknown_and_invalid_ids_are_html_404s(http: httpx2.AsyncClient):
+    for path in ("/nodes/python/nothing-here", "/nodes/Python/x", "/nodes/python/..x", "/nodes/python/a/b",
+                 "/nodes/python", "/nodes/%3Cscript%3E/x", "/nodes/python/x.md", "/nodes/" + "a" * 300 + "/b"):
+        response = await http.get(path)
+        assert response.status_code == 404, path
+        assert_safe_page(response)
+        assert robots_noindex(response.text) and "Node not found" in response.text
+        assert "<script" not in response.text
+    assert (await http.get("/nodes/", follow_redirects=False)).headers["location"] == "/nodes"
+    assert (await http.post("/nodes")).status_code == 405
+
+
+async def test_docs_markdown_and_html(http: httpx2.AsyncClient):
+    assert pages.DOCS == DOC_NAMES  # protocol.md's Discovery list
+    index = await http.get("/docs")
+    assert index.status_code == 200
+    assert_safe_page(index, docs=True)
+    links: set[str] = set()
+    for name in DOC_NAMES:
+        shipped = (files("knowmesh_mcp") / "docs" / f"{name}.md").read_text(encoding="utf-8")
+        markdown = await http.get(f"/v1/docs/{name}.md")
+        assert markdown.status_code == 200, name
+        assert markdown.headers["content-type"] == "text/markdown; charset=utf-8"
+        assert markdown.text == shipped and markdown.text.strip()
+        rendered = await http.get(f"/docs/{name}")
+        assert rendered.status_code == 200, name
+        assert_safe_page(rendered, docs=True)
+        assert "<h1>" in rendered.text or "<h2>" in rendered.text
+        assert f'href="/v1/docs/{name}.md"' in rendered.text
+        assert f'href="/docs/{name}"' in index.text and f'href="/v1/docs/{name}.md"' in index.text
+        links.update(attrs["href"].split("#")[0] for tag, attrs in Tags(rendered.text).tags
+                     if tag == "a" and (attrs.get("href") or "").startswith("/"))
+    assert "/docs/schema" in links  # links between docs point at their HTML pages
+    for link in sorted(links):
+        assert (await http.get(link)).status_code == 200, link  # no broken links inside the docs
+
+
+async def test_autonomy_doc_is_served(http: httpx2.AsyncClient):
+    response = await http.get("/docs/autonomy")
+    assert response.status_code == 200 and "<article>" in response.text
+    assert (await http.get("/v1/docs/autonomy.md")).text.strip()
+
+
+async def test_unknown_docs_are_404s(http: httpx2.AsyncClient):
+    for path in ("/v1/docs/nope.md", "/v1/docs/protocol", "/v1/docs/protocol.txt", "/v1/docs/..%2Fpages.py.md",
+                 "/v1/docs/%2e%2e.md", "/v1/docs/PROTOCOL.md"):
+        response = await http.get(path)
+        assert response.status_code == 404, path
+        assert response.json()["error"]["code"] in ("doc_not_found", "not_found"), path
+    assert (await http.get("/v1/docs/nope.md")).json()["error"]["code"] == "doc_not_found"
+    for path in ("/docs/nope", "/docs/protocol.md", "/docs/%3Cscript%3E"):
+        response = await http.get(path)
+        assert response.status_code == 404, path
+        assert_safe_page(response)
+        assert "Doc not found" in response.text
+
+
+async def test_doc_rendering_drops_raw_html_and_links_docs_to_their_pages(
+    http: httpx2.AsyncClient, tmp_path, monkeypatch
+):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "protocol.md").write_text(
+        "# Protocol\n\n<script>alert(1)</script>\n\n<img src=https://evil.example/x.png>\n\n"
+        "See [the schema](schema.md#fields), [trust](/v1/docs/trust.md), [bad](javascript:alert(1)) and "
+        "[elsewhere](https://example.org/).\n\n| a | b |\n| --- | --- |\n| `x` | y |\n\n```sh\ncurl -sS $KNOWMESH_URL/v1/search\n```\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(pages, "files", lambda package: tmp_path)
+    response = await http.get("/docs/protocol")
+    assert response.status_code == 200
+    assert_safe_page(response, docs=True)
+    text = response.text
+    assert "<title>Protocol · Knowmesh</title>" in text
+    assert "<img" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert 'href="/docs/schema#fields"' in text and 'href="/docs/trust"' in text
+    assert "javascript:" not in text.replace("[bad](javascript:alert(1))", "")
+    assert "<table>" in text and "<pre><code class=\"language-sh\">curl -sS $KNOWMESH_URL/v1/search" in text
+    index = await http.get("/docs")
+    assert 'href="/docs/protocol">Protocol</a>' in index.text and 'href="/docs/schema"' not in index.text
+    assert (await http.get("/v1/docs/schema.md")).status_code == 404  # allow-listed but not installed
+    assert (await http.get("/docs/schema")).status_code == 404
