@@ -462,7 +462,7 @@ def node_body(view: dict[str, Any], history: dict[str, Any], shared: list[dict[s
     environment = signature.get("environment", [])
     json_path = "/v1/nodes/" + quote(node_id, safe="/")
     out = [
-        (f'<p class="meta"><a href="/nodes">All nodes</a> › <a href="/nodes#{e(anchor(view["ecosystem"]))}">'
+        (f'<p class="meta"><a href="/nodes">All nodes</a> › <a href="{e(ecosystem_href(view["ecosystem"]))}">'
         f'{e(view["ecosystem"])}</a></p>'),
         f"<h1>{e(view['title'])}</h1>",
         f"<p>{state_badges(view['has_answer'], view.get('answer_state'), view['status'])}</p>",
