@@ -185,7 +185,8 @@ async def _sync(args: argparse.Namespace) -> int:
         kept = (f"kept as revision {conflict['kept_revision']}" if conflict["kept_revision"]
                 else "not re-applied (nothing left to change, or it no longer validates)")
         both = f"; both changed {', '.join(conflict['both_changed'])}" if conflict["both_changed"] else ""
-        print(f"conflict {conflict['id']}: local revisions {moved[0]}-{moved[-1]} moved aside, the local edit {kept} "
+        span = f"revision {moved[0]}" if len(moved) == 1 else f"revisions {moved[0]}-{moved[-1]}"
+        print(f"conflict {conflict['id']}: local {span} moved aside, the local edit {kept} "
               f"on top of remote revision {conflict['remote_revision']}{both}")
     summary = (f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
                f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}")
