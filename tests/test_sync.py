@@ -177,6 +177,18 @@ async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, 
     second = await anyio.run_process([*command, "--json"], env=env, check=False)
     report = json.loads(second.stdout)
     assert (report["created"], report["updated"], report["unchanged"]) == ([], [], 0)
+    mine = await Service.open(tmp_path / "cli.db", seed=False)
+    try:
+        await edit(mine, "python/team-0", "/title", "My title", agent=LOCAL)
+    finally:
+        await mine.close()
+    await edit(team, "python/team-0", "/title", "Team title")
+    conflicted = await anyio.run_process(command, env=env, check=False)
+    assert conflicted.stdout.decode().splitlines() == [
+        "conflict python/team-0: local revision 2 moved aside, the local edit kept as revision 3 on top of remote "
+        "revision 2; both changed /title",
+        f"synced {team_url}: created 0, updated 1, unchanged 0, conflicts 1",
+    ]
     down = await anyio.run_process([*command[:5], "http://127.0.0.1:9", *command[6:]], env=env, check=False)
     assert down.returncode == 1 and b"remote_unavailable" in down.stderr
 
