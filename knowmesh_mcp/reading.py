@@ -12,10 +12,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import next_steps
-from .environment import Environment, Scope, match_rank, parse_constraint, parse_env, scope_matches, solution_scope
+from .environment import (
+    Environment,
+    Scope,
+    match_rank,
+    parse_constraint,
+    parse_env,
+    scope_matches,
+    solution_scope,
+)
+from .errors import KnowmeshError, bad_parameter
 from .evidence import Evidence, best_answer_state, stats_view
 from .markdown import render_article
-from .errors import KnowmeshError, bad_parameter
 
 # ?fields= values of the spec, and the sections each one selects.
 FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
@@ -293,7 +301,11 @@ def _size(body: dict[str, Any]) -> int:
 
 
 def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
-    """Drop the least useful parts until the JSON fits in `max_bytes`; `truncated` names each cut."""
+    """Drop the least useful parts until the JSON fits in `max_bytes`; `truncated` names each cut.
+
+    A hard bound: when even the answer with shortened text does not fit, the read shrinks to the
+    node's identity and says how many bytes the smallest useful answer needs.
+    """
     body = copy.deepcopy(body)
     cut: list[str] = []
     body["truncated"] = cut
@@ -311,14 +323,21 @@ def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         if _size(body) <= max_bytes:
             return body
         cut.append(f"content/solutions/{solutions.pop(index)['id']}")
-    if _size(body) > max_bytes:
-        _shorten_strings(body, 160)
-        cut.append("long text shortened to 160 characters")
-    return body
+    if _shorten_until_it_fits(body, max_bytes, cut):
+        return body
+    needed = _size(body)
+    small = {key: body[key] for key in IDENTITY_FIELDS if key in body}
+    small["truncated"] = [f"everything but the node's identity: the answer needs max_bytes >= {needed}"]
+    small["needed_bytes"] = needed
+    return small
 
 
 # What a bounded search drops first, from every result, before dropping whole results.
 RESULT_CUTS: tuple[str, ...] = ("next", "symptom", "signature", "failed_solutions")
+# What identifies a node: never shortened, and all that is left of a read that cannot fit.
+IDENTITY_FIELDS: tuple[str, ...] = ("id", "version", "revision", "has_answer", "path", "trust")
+IDENTIFIER_KEYS = frozenset({"id", "version", "path", "html_path", "revision_id", "node", "tool", "method",
+                             "current_version", "trust", "match"})
 
 
 def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -334,23 +353,42 @@ def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, 
             for result in results:
                 result.pop(key, None)
             cut.append(f"results/*/{key}")
-    while len(results) > 1 and _size(envelope) > max_bytes:
-        cut.append(f"results/{results.pop()['id']}")
-    if _size(envelope) > max_bytes:
-        envelope.pop("guidance", None)
-        _shorten_strings(envelope, 160)
-        cut.append("long text shortened to 160 characters")
+    total = len(results)
+    if len(results) > 1 and _size(envelope) > max_bytes:
+        cut.append("")
+        while len(results) > 1 and _size(envelope) > max_bytes:
+            results.pop()
+            cut[-1] = f"results after #{len(results)} ({total - len(results)} more)"
+    if _size(envelope) <= max_bytes:
+        return envelope
+    envelope.pop("guidance", None)
+    if _shorten_until_it_fits(envelope, max_bytes, cut):
+        return envelope
+    for result in results:  # the last resort: where to read the answer, not the answer itself
+        for key in [k for k in result if k not in {"id", "title", "score", "match", "path"}]:
+            del result[key]
+    cut.append("results/*: all but id, title, score, match and path (read the answer with read_article)")
     return envelope
 
 
-def _shorten_strings(value: Any, limit: int) -> Any:
+def _shorten_until_it_fits(body: dict[str, Any], max_bytes: int, cut: list[str]) -> bool:
+    """Shorten long text (never identifiers), step by step; True once the JSON fits."""
+    for limit in (160, 80):
+        if _size(body) <= max_bytes:
+            return True
+        _shorten_strings(body, limit)
+        cut[:] = [c for c in cut if not c.startswith("long text shortened")] + [f"long text shortened to {limit} characters"]
+    return _size(body) <= max_bytes
+
+
+def _shorten_strings(value: Any, limit: int, key: str | None = None) -> Any:
     if isinstance(value, dict):
-        for key, item in value.items():
-            value[key] = _shorten_strings(item, limit)
+        for name, item in value.items():
+            value[name] = _shorten_strings(item, limit, name)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            value[index] = _shorten_strings(item, limit)
-    elif isinstance(value, str) and len(value) > limit:
+            value[index] = _shorten_strings(item, limit, key)
+    elif isinstance(value, str) and len(value) > limit and key not in IDENTIFIER_KEYS:
         return value[: limit - 1] + "…"
     return value
 

@@ -14,6 +14,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
 from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
 from knowmesh_mcp.remote import RemoteMesh
 from knowmesh_mcp.service import Service
 
@@ -136,6 +137,29 @@ async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc,
     assert len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()) <= 2048
     assert "content/alternatives" in body["truncated"] and "content/context" in body["truncated"]
     assert body["content"]["solutions"], "the answer is the last thing to go"
+
+
+async def test_max_bytes_is_a_hard_bound_that_keeps_identifiers(tmp_path):
+    corpus = await Service.open(tmp_path / "starter.db")  # the starter corpus: 65 real articles
+    try:
+        async for document in corpus.export_documents():
+            full = (await corpus.read_node(document["id"])).body
+            hits = await corpus.search(document["title"], limit=20)
+            for budget in (MIN_BUDGET, 2048, 4096):
+                read = fit_to_budget(full, budget)
+                found = fit_search_to_budget(hits, budget)
+                assert compact_size(read) <= budget and compact_size(found) <= budget, (document["id"], budget)
+                assert (read["id"], read["version"], read["revision"]) == (full["id"], full["version"], full["revision"])
+                assert found["results"][0]["id"] == hits["results"][0]["id"]
+                if "needed_bytes" in read:
+                    assert read["needed_bytes"] > budget and str(read["needed_bytes"]) in read["truncated"][0]
+            assert fit_to_budget(full, 8192)["truncated"] == [] or compact_size(full) > 8192
+    finally:
+        await corpus.close()
+
+
+def compact_size(body: dict) -> int:
+    return len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 async def test_article_resource(service, make_doc, mcp_connect):
