@@ -89,7 +89,17 @@ async def test_a_personal_mesh_mirrors_the_team_and_a_second_sync_changes_nothin
     await team.create_node(node(make_doc, 3), agent=AGENT)
     third = await personal.sync_from(team_url)
     assert (third.updated, third.created) == (["python/team-2"], ["python/team-3"]), "only what changed since the cursor"
-    assert await history(personal, "python/team-2") == await history(team, "python/team-2")
+
+    async with serving(build_app(service=personal)) as personal_url:  # the second server: the personal mesh
+        async with httpx2.AsyncClient(timeout=10) as client:
+            for n in range(4):
+                path = f"/v1/nodes/python/team-{n}"
+                mine, theirs = await client.get(personal_url + path), await client.get(team_url + path)
+                assert mine.headers["x-knowmesh-node-version"] == theirs.headers["x-knowmesh-node-version"]
+                assert mine.headers["x-knowmesh-article-revision"] == theirs.headers["x-knowmesh-article-revision"]
+                revisions = [await client.get(url + path + "/article/revisions", params={"include": "documents"})
+                             for url in (personal_url, team_url)]
+                assert revisions[0].json()["revisions"] == revisions[1].json()["revisions"]
 
 
 async def test_an_interrupted_sync_resumes_from_its_saved_cursor(team, team_url, personal, make_doc):
