@@ -189,8 +189,8 @@ async def _sync(args: argparse.Namespace) -> int:
         print(f"conflict {conflict['id']}: local {span} moved aside, the local edit {kept} "
               f"on top of remote revision {conflict['remote_revision']}{both}")
     summary = (f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
-               f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}")
-    if not report.created and not report.updated:
+               f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}, outcome reports {report.evidence}")
+    if not report.created and not report.updated and not report.evidence:
         summary += " (nothing to change)"
     print(summary)
     return 0

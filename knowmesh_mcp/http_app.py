@@ -147,6 +147,10 @@ def build_app(
             return await article_routes(request, rest)
         if rest.endswith("/failures"):
             return await failure_routes(request, require_node_id(rest.removesuffix("/failures")))
+        if rest.endswith("/feedback") and request.method == "GET":
+            page = await current().list_feedback(rest.removesuffix("/feedback"), after=request.query_params.get("after"),
+                                                 limit=request.query_params.get("limit"))
+            return JSONResponse(page, headers=TRUST_HEADER)
         if request.method != "GET":
             raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
         markdown = rest.endswith(".md")

@@ -90,10 +90,10 @@ class OutcomeReporting:
             raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
         note = report.get("note") if isinstance(report.get("note"), str) else None
         async with self.store.write() as tx:
-            current_revision, document, known = await _node_answers(tx, node_id)
+            current_revision, document, known = await node_answers(tx, node_id)
             if solution_id not in known:
                 raise not_found("solution", solution_id)
-            current = _current_revisions(document, known)
+            current = current_revisions(document, known)
             revision = report.get("revision", current.get(solution_id))
             if revision is None:
                 raise bad_parameter("revision", "this answer was removed: give the revision you ran", code="invalid_feedback")
@@ -117,6 +117,7 @@ class OutcomeReporting:
             }
             try:
                 report_id = await tx.insert_row("feedback", row)
+                await tx.touch_node(node_id)  # new evidence is a change: the feed and sync see it
             except sqlite3.IntegrityError:
                 raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
                                     "this environment; one agent is one vote") from None
@@ -138,9 +139,36 @@ class OutcomeReporting:
                                               disputed=now_row.failure_state == "disputed")
         return body
 
+    async def list_feedback(self, node_id: str, *, after: Any = None, limit: Any = None) -> dict[str, Any]:
+        """GET /v1/nodes/{id}/feedback: a node's outcome reports in order, without addresses (sync copies them)."""
+        require_node_id(node_id)
+        if await self.store.get_node(node_id) is None:
+            raise not_found("node", node_id)
+        first = _count_param("after", after, 0, 0)
+        size = min(_count_param("limit", limit, FEEDBACK_PAGE, 1), FEEDBACK_PAGE)
+        rows = await self.store.feedback_after(node_id, first, size + 1)
+        page = rows[:size]
+        return {"id": node_id, "feedback": page, "next_after": page[-1]["id"] if page else first,
+                "has_more": len(rows) > size}
+
     @staticmethod
     async def _stats_rows(tx: Writer, node_id: str, current: dict[str, int]) -> list[StatsRow]:
         return node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC))
+
+
+FEEDBACK_PAGE = 500
+
+
+def _count_param(name: str, value: Any, default: int, lowest: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise bad_parameter(name, f"{name} must be an integer") from None
+    if number < lowest:
+        raise bad_parameter(name, f"{name} must be at least {lowest}")
+    return number
 
 
 def _hour() -> str:
@@ -158,7 +186,7 @@ def _stats_key(row: StatsRow) -> tuple[str, int, str]:
     return row.solution_id, row.solution_revision, row.cluster
 
 
-async def _node_answers(tx: Writer, node_id: str) -> tuple[int, dict[str, Any], dict[str, dict[str, int]]]:
+async def node_answers(tx: Writer, node_id: str) -> tuple[int, dict[str, Any], dict[str, dict[str, int]]]:
     """(current revision, current document, every behaviour of every answer) of a node, or 404."""
     state = await tx.node_for_edit(node_id)
     if state is None:
@@ -167,7 +195,7 @@ async def _node_answers(tx: Writer, node_id: str) -> tuple[int, dict[str, Any], 
     return revision, document, await tx.solution_behaviours(node_id)
 
 
-def _current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:
+def current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:
     """{solution id: the revision of its current behaviour}."""
     return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
 
@@ -203,8 +231,8 @@ class FailedAttempts:
         agent = attempt.get("agent") if isinstance(attempt.get("agent"), dict) else {}
         agent_id = agent.get("id") if isinstance(agent.get("id"), str) and agent["id"].strip() else None
         async with self.store.write() as tx:
-            _, document, known = await _node_answers(tx, node_id)
-            current = _current_revisions(document, known)
+            _, document, known = await node_answers(tx, node_id)
+            current = current_revisions(document, known)
             # The stored rows are current: this transaction holds the write lock.
             evidence = Evidence((await self.store.stats_of([node_id])).get(node_id, []))
             scoped = scoped_solutions(document, current, evidence, environment)

@@ -114,6 +114,9 @@ class RemoteMesh:
     async def changes(self, *, since: str | None = None, limit: int | None = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/changes", params={"since": since, "limit": limit})
 
+    async def list_feedback(self, node_id: str, *, after: int = 0) -> dict[str, Any]:
+        return await self.call("GET", node_path(node_id) + "/feedback", params={"after": after})
+
     async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/review", params={"limit": limit})
 

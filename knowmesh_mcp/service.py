@@ -500,7 +500,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
 
 def _change_entry(row: Any) -> dict[str, Any]:
-    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json = row
+    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json, evidence_seq = row
     stats = [StatsRow(*values) for values in json.loads(stats_json)]
     states = {r.failure_state for r in stats}
     reasons = [reason for reason, hit in (
@@ -512,6 +512,7 @@ def _change_entry(row: Any) -> dict[str, Any]:
         "updated_at": updated_at, "path": f"/v1/nodes/{node_id}", "revision": revision,
         "answer_state": best_answer_state([r.answer_state for r in stats]) if stats else "draft",
         "needs_review": bool(reasons),
+        "evidence_seq": evidence_seq,  # the node's last feedback id: sync pulls new evidence when it grows
     }
     if reasons:
         entry["review_reasons"] = reasons

@@ -212,6 +212,10 @@ class RevisionRow:
     created_at: str
 
 
+# Feedback as it travels between meshes: everything but the local id and the address hash.
+FEEDBACK_COLUMNS = ("node_id", "node_version", "solution_id", "solution_revision", "outcome", "cluster", "environment",
+                    "agent_id", "model", "reason", "note", "evidence_hash", "exit_code", "created_at")
+
 REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model, summary,
     changes, reverts_revision_id, created_at"""
 
@@ -547,6 +551,26 @@ class Writer:
             """INSERT INTO synced_nodes (remote, node_id, revision) VALUES (?, ?, ?)
                ON CONFLICT (remote, node_id) DO UPDATE SET revision = excluded.revision""",
             (remote, node_id, revision),
+        )
+
+    async def set_evidence_synced(self, remote: str, node_id: str, after: int) -> None:
+        await self.connection.execute(
+            "UPDATE synced_nodes SET evidence_after = ? WHERE remote = ? AND node_id = ?", (after, remote, node_id)
+        )
+
+    async def insert_synced_feedback(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Feedback rows copied from a remote; one an agent already gave here is kept once. Returns how many."""
+        before = self.connection.total_changes
+        await self.connection.executemany(
+            f"INSERT OR IGNORE INTO feedback ({', '.join(FEEDBACK_COLUMNS)}) VALUES ({', '.join('?' * len(FEEDBACK_COLUMNS))})",
+            [[row[column] for column in FEEDBACK_COLUMNS] for row in rows],
+        )
+        return self.connection.total_changes - before
+
+    async def touch_node(self, node_id: str) -> None:
+        """Move a node to the end of the change feed (new evidence), leaving its content alone."""
+        await self.connection.execute(
+            "UPDATE nodes SET change_seq = (SELECT max(change_seq) + 1 FROM nodes) WHERE id = ?", (node_id,)
         )
 
     async def set_sync_cursor(self, remote: str, cursor: str) -> None:
@@ -941,12 +965,13 @@ class Store:
 
     async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
-        node-wide stats as JSON rows) of nodes written after `seq`, in write order."""
+        node-wide stats as JSON rows, last feedback id) of nodes written after `seq`, in write order."""
         return await self._fetchall(
             f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
                        n.current_revision, n.has_answer,
                        (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s
-                        WHERE s.node_id = n.id AND s.solution_id != '' AND s.cluster != '')
+                        WHERE s.node_id = n.id AND s.solution_id != '' AND s.cluster != ''),
+                       (SELECT coalesce(max(f.id), 0) FROM feedback f WHERE f.node_id = n.id)
                 FROM nodes n WHERE n.change_seq > ? ORDER BY n.change_seq LIMIT ?""",
             (seq, limit),
         )
@@ -961,10 +986,21 @@ class Store:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
         return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
 
-    async def synced_revision(self, remote: str, node_id: str) -> int | None:
-        """The last revision of `node_id` known identical here and on `remote` (the merge base)."""
-        rows = await self._fetchall("SELECT revision FROM synced_nodes WHERE remote = ? AND node_id = ?", (remote, node_id))
-        return int(rows[0][0]) if rows else None
+    async def synced_state(self, remote: str, node_id: str) -> tuple[int | None, int]:
+        """(the last revision of `node_id` known identical here and on `remote`, i.e. the merge base,
+        or None; the remote's last feedback id copied here)."""
+        rows = await self._fetchall(
+            "SELECT revision, evidence_after FROM synced_nodes WHERE remote = ? AND node_id = ?", (remote, node_id)
+        )
+        return (int(rows[0][0]), int(rows[0][1])) if rows else (None, 0)
+
+    async def feedback_after(self, node_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+        """A node's feedback rows after id `after`, without the address hash: what a sync copies."""
+        rows = await self._fetchall(
+            f"SELECT id, {', '.join(FEEDBACK_COLUMNS)} FROM feedback WHERE node_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (node_id, after, limit),
+        )
+        return [{**dict(zip(("id", *FEEDBACK_COLUMNS), row)), "environment": json.loads(row[7])} for row in rows]
 
     async def sync_cursor(self, remote: str) -> str | None:
         rows = await self._fetchall("SELECT cursor FROM sync_state WHERE remote = ?", (remote,))

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from .articles import field_changes, rebase_changes
 from .errors import KnowmeshError
-from .evidence import node_stats
-from .model import STATUSES, InvalidNode, validate_node
-from .outcomes import archive_answered_failures
+from .evidence import OUTCOMES, node_stats
+from .model import STATUSES, InvalidNode, canonical_json, validate_node
+from .outcomes import archive_answered_failures, current_revisions, node_answers
 from .publishing import Prepared, behavior_hash, require_node_id
 from .search import index_row
 from .store import RevisionRow, Store, SyncedHead, SyncedRevision, Writer
@@ -43,11 +43,13 @@ class SyncReport:
     updated: list[str] = field(default_factory=list)
     unchanged: int = 0
     conflicts: list[dict[str, Any]] = field(default_factory=list)
+    evidence: int = 0  # outcome reports copied
     cursor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"remote": self.remote, "created": self.created, "updated": self.updated,
-                "unchanged": self.unchanged, "conflicts": self.conflicts, "cursor": self.cursor}
+                "unchanged": self.unchanged, "conflicts": self.conflicts, "evidence": self.evidence,
+                "cursor": self.cursor}
 
 
 def remote_error(message: str) -> KnowmeshError:
@@ -98,10 +100,23 @@ class Syncing:
             raise remote_error(f"a change entry from {remote_url} has no id")
         node_id = require_node_id(entry["id"])
         status = entry.get("status") if entry.get("status") in STATUSES else "draft"
-        base = await self.store.synced_revision(remote_url, node_id)
-        if base is not None and entry.get("revision") == base:
+        base, evidence_after = await self.store.synced_state(remote_url, node_id)
+        written = None
+        if base is None or entry.get("revision") != base:
+            written = await self._sync_revisions(remote_url, mesh, node_id, status, base, report)
+        evidence_seq = entry.get("evidence_seq")
+        pulled = 0
+        if isinstance(evidence_seq, int) and evidence_seq > evidence_after:
+            pulled = await self._sync_evidence(remote_url, mesh, node_id, evidence_after)
+            report.evidence += pulled
+        if written:
+            (report.created if written == "created" else report.updated).append(node_id)
+        elif not pulled:
             report.unchanged += 1
-            return
+
+    async def _sync_revisions(self, remote_url: str, mesh: RemoteMesh, node_id: str, status: str, base: int | None,
+                              report: SyncReport) -> str | None:
+        """Copy the remote's revisions after the merge base; "created", "updated", or None (nothing new)."""
         history = await mesh.article_history(node_id, after=base or 0, include="documents")
         remote_revisions = [_synced_revision(node_id, item) for item in history.get("revisions") or []]
         async with self.store.write() as tx:
@@ -112,8 +127,7 @@ class Syncing:
             if not newer:
                 if local:
                     await tx.set_synced(remote_url, node_id, base)
-                report.unchanged += 1
-                return
+                return None
             if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
                 raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
             local_only = [r for r in local if r[0].revision > base]
@@ -132,13 +146,37 @@ class Syncing:
                 now = datetime.now(UTC)
                 await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), last.solution_revisions, now))
                 await archive_answered_failures(tx, node_id, document, last.row.revision_id)
-        (report.updated if local else report.created).append(node_id)
         if moved:
             report.conflicts.append({
                 "id": node_id, "base_revision": base, "remote_revision": last.row.revision,
                 "moved_revisions": [r[0].revision for r in local_only], "both_changed": moved["both_changed"],
                 "kept_revision": kept, "conflict_id": moved["conflict_id"],
             })
+        return "updated" if local else "created"
+
+    async def _sync_evidence(self, remote_url: str, mesh: RemoteMesh, node_id: str, after: int) -> int:
+        """Copy the remote's outcome reports after `after`; returns how many are new here."""
+        rows: list[dict[str, Any]] = []
+        while True:
+            page = await mesh.list_feedback(node_id, after=after)
+            items = page.get("feedback")
+            if not isinstance(items, list) or not isinstance(page.get("next_after"), int):
+                raise remote_error(f"{remote_url} did not answer with the feedback of {node_id}")
+            rows += [_feedback_row(node_id, item) for item in items]
+            after = page["next_after"]
+            if not page.get("has_more") or not items:
+                break
+        async with self.store.write() as tx:
+            _, document, known = await node_answers(tx, node_id)
+            # A report on a solution revision this mesh does not have (renumbered by a conflict) stays behind.
+            usable = [row for row in rows if row["solution_revision"] in known.get(row["solution_id"], {}).values()]
+            pulled = await tx.insert_synced_feedback(usable)
+            if pulled:
+                current = current_revisions(document, known)
+                await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC)))
+                await tx.touch_node(node_id)
+            await tx.set_evidence_synced(remote_url, node_id, after)
+        return pulled
 
     async def _move_local_edits(self, tx: Writer, remote_url: str, node_id: str, base: int,
                                 local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
@@ -221,6 +259,32 @@ def _synced_revision(node_id: str, item: Any) -> SyncedRevision:
     return SyncedRevision(row=row, document_json=prepared.body_json,
                           solution_revisions={k: solutions[k] for k in hashes},
                           solution_hashes=hashes)
+
+
+def _feedback_row(node_id: str, item: Any) -> dict[str, Any]:
+    """One outcome report of the remote's, checked field by field before it is stored here."""
+    def text(key: str, *, required: bool = False) -> str | None:
+        value = item.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or len(value) > 8000:
+            raise remote_error(f"a feedback row of {node_id} has a bad {key}")
+        return value
+
+    if not isinstance(item, dict):
+        raise remote_error(f"a feedback row of {node_id} is not an object")
+    revision, exit_code = item.get("solution_revision"), item.get("exit_code")
+    if (item.get("outcome") not in OUTCOMES or isinstance(revision, bool) or not isinstance(revision, int) or revision < 1
+            or not isinstance(item.get("environment"), dict)
+            or not (exit_code is None or (isinstance(exit_code, int) and not isinstance(exit_code, bool)))):
+        raise remote_error(f"a feedback row of {node_id} is malformed")
+    return {
+        "node_id": node_id, "node_version": text("node_version"), "solution_id": text("solution_id", required=True),
+        "solution_revision": revision, "outcome": item["outcome"], "cluster": text("cluster", required=True),
+        "environment": canonical_json(item["environment"]), "agent_id": text("agent_id"), "model": text("model"),
+        "reason": text("reason"), "note": text("note"), "evidence_hash": text("evidence_hash"), "exit_code": exit_code,
+        "created_at": text("created_at", required=True),
+    }
 
 
 def _short_text(value: Any) -> bool:

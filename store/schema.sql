@@ -231,9 +231,10 @@ CREATE TABLE sync_state (
 );
 
 CREATE TABLE synced_nodes (
-    remote   TEXT NOT NULL,
-    node_id  TEXT NOT NULL REFERENCES nodes (id),
-    revision INTEGER NOT NULL CHECK (revision >= 1),
+    remote         TEXT NOT NULL,
+    node_id        TEXT NOT NULL REFERENCES nodes (id),
+    revision       INTEGER NOT NULL CHECK (revision >= 0),
+    evidence_after INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (remote, node_id)
 );
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import serving
 
 from knowmesh_mcp.cli import progress_bar
+from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.service import Service
 
@@ -168,12 +169,20 @@ async def test_history_with_documents_over_http(team, team_url, make_doc):
         later = await client.get("/v1/nodes/python/team-0/article/revisions", params={"after": 1, "include": "documents"})
         bad = await client.get("/v1/nodes/python/team-0/article/revisions", params={"include": "secrets"})
         changes = await client.get("/v1/changes", params={"limit": 1})
+        await client.post("/v1/feedback", json=failed_on_mac("team-a"))
+        feedback = await client.get("/v1/nodes/python/team-0/feedback")
+        bad_after = await client.get("/v1/nodes/python/team-0/feedback", params={"after": "x"})
+        missing = await client.get("/v1/nodes/python/nope/feedback")
     assert later.status_code == 200
     [revision] = later.json()["revisions"]
     assert revision["revision"] == 2 and revision["document"]["title"] == "Second title"
     assert revision["solution_revisions"] == {"venv-macos": 1, "venv-linux": 1}
     assert bad.status_code == 400
     assert changes.json()["remaining"] == 0 and changes.json()["has_more"] is False
+    [row] = feedback.json()["feedback"]
+    assert row["agent_id"] == "team-a" and row["outcome"] == "failed" and "ip_hash" not in row
+    assert feedback.json()["next_after"] == row["id"] and feedback.json()["has_more"] is False
+    assert bad_after.status_code == 400 and missing.status_code == 404
 
 
 async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, team_url, make_doc, tmp_path):
@@ -182,7 +191,7 @@ async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     first = await anyio.run_process(command, env=env, check=False)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.decode().strip() == f"synced {team_url}: created 1, updated 0, unchanged 0, conflicts 0"
+    assert first.stdout.decode().strip() == f"synced {team_url}: created 1, updated 0, unchanged 0, conflicts 0, outcome reports 0"
     assert first.stderr == b"", "no progress bar when stderr is not a terminal"
     second = await anyio.run_process([*command, "--json"], env=env, check=False)
     report = json.loads(second.stdout)
@@ -197,7 +206,7 @@ async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, 
     assert conflicted.stdout.decode().splitlines() == [
         "conflict python/team-0: local revision 2 moved aside, the local edit kept as revision 3 on top of remote "
         "revision 2; both changed /title",
-        f"synced {team_url}: created 0, updated 1, unchanged 0, conflicts 1",
+        f"synced {team_url}: created 0, updated 1, unchanged 0, conflicts 1, outcome reports 0",
     ]
     down = await anyio.run_process([*command[:5], "http://127.0.0.1:9", *command[6:]], env=env, check=False)
     assert down.returncode == 1 and b"remote_unavailable" in down.stderr
@@ -214,3 +223,35 @@ def test_progress_bar_only_on_a_terminal():
     show(1, 4)
     show(4, 4)
     assert screen.getvalue() == "\r[#######.......................] 1/4 nodes\r[##############################] 4/4 nodes"
+
+
+def failed_on_mac(agent: str) -> dict:
+    return {"node": "python/team-0", "solution": "venv-macos", "outcome": "failed", "reason": "import still fails",
+            "env": {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}, "agent": {"id": agent}}
+
+
+async def test_team_evidence_arrives_and_a_known_failed_answer_is_withheld_here_too(team, team_url, personal, make_doc):
+    await team.create_node(node(make_doc, 0), agent=AGENT)
+    await personal.sync_from(team_url)
+    mac = "macos-15,python-3.12,pip"
+    assert [s["id"] for s in (await personal.read_view("python/team-0", env=mac))["content"]["solutions"]] == ["venv-macos"]
+
+    await team.report_outcome(failed_on_mac("team-a"))
+    await team.report_outcome(failed_on_mac("team-b"))  # two independent agents: known failed on the team
+    pulled = await personal.sync_from(team_url)
+    assert pulled.evidence == 2 and (pulled.created, pulled.updated, pulled.unchanged) == ([], [], 0)
+    mine = await personal.read_view("python/team-0", env=mac)
+    assert mine["no_known_working_solution"] is True and mine["content"]["solutions"] == []
+    assert mine["content"]["solutions"] == (await team.read_view("python/team-0", env=mac))["content"]["solutions"]
+
+    with pytest.raises(KnowmeshError) as caught:
+        await personal.report_outcome(failed_on_mac("team-a"))
+    assert caught.value.code == "duplicate_report", "one agent is one vote, whichever mesh it reported to"
+    await team.report_outcome({**failed_on_mac("team-a"), "env": {"os": "ubuntu-24.04"}})  # another cluster
+    await personal.report_outcome({**failed_on_mac("me"), "env": {"os": "ubuntu-24.04"}})
+    again = await personal.sync_from(team_url)
+    assert again.evidence == 1
+    history = await personal.list_feedback("python/team-0")
+    assert sorted(row["agent_id"] for row in history["feedback"]) == ["me", "team-a", "team-a", "team-b"]
+    last = await personal.sync_from(team_url)
+    assert (last.evidence, last.unchanged) == (0, 0) and last.created == last.updated == []

@@ -7,11 +7,13 @@ CREATE TABLE sync_state (
     synced_at TEXT NOT NULL
 );
 
--- The last revision of each node that is identical here and on the remote: the merge base.
+-- The last revision of each node that is identical here and on the remote (the merge base),
+-- and the remote's last feedback row copied here.
 CREATE TABLE synced_nodes (
-    remote   TEXT NOT NULL,
-    node_id  TEXT NOT NULL REFERENCES nodes (id),
-    revision INTEGER NOT NULL CHECK (revision >= 1),
+    remote         TEXT NOT NULL,
+    node_id        TEXT NOT NULL REFERENCES nodes (id),
+    revision       INTEGER NOT NULL CHECK (revision >= 0),
+    evidence_after INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (remote, node_id)
 );
 
