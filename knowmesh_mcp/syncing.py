@@ -12,8 +12,9 @@ and reported (docs/decisions.md, "Sync").
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .remote import RemoteMesh
 
 PAGE_SIZE = 100
+FETCHES_AT_ONCE = 8
 REVISION_KINDS = ("create", "edit", "undo", "import", "sync")
 
 Progress = Callable[[int, int], None]  # (nodes done, nodes known so far)
@@ -50,6 +52,16 @@ class SyncReport:
         return {"remote": self.remote, "created": self.created, "updated": self.updated,
                 "unchanged": self.unchanged, "conflicts": self.conflicts, "evidence": self.evidence,
                 "cursor": self.cursor}
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node_id: str
+    status: str
+    base: int | None  # the merge base, None before the first sync of this node
+    revised: bool  # the remote has revisions past the merge base (or it is unknown)
+    evidence_after: int
+    new_evidence: bool
 
 
 def remote_error(message: str) -> KnowmeshError:
@@ -79,11 +91,25 @@ class Syncing:
                 if not isinstance(entries, list) or not isinstance(page.get("next_cursor"), str):
                     raise remote_error(f"{base_url}/v1/changes did not answer with a change feed")
                 total = max(total, done + len(entries) + int(page.get("remaining") or 0))
-                for entry in entries:
-                    await self._sync_node(base_url, mesh, entry, report)
-                    done += 1
-                    if progress:
-                        progress(done, total)
+                plans = [await self._plan(base_url, entry) for entry in entries]
+                # Fetch histories ahead, a few at a time, while the writes stay one after another.
+                limiter = asyncio.Semaphore(FETCHES_AT_ONCE)
+
+                async def fetch(plan: NodePlan) -> dict[str, Any]:
+                    async with limiter:
+                        return await mesh.article_history(plan.node_id, after=plan.base or 0, include="documents")
+
+                histories = {plan.node_id: asyncio.ensure_future(fetch(plan)) for plan in plans if plan.revised}
+                try:
+                    for plan in plans:
+                        await self._sync_node(base_url, mesh, plan, histories.get(plan.node_id), report)
+                        done += 1
+                        if progress:
+                            progress(done, total)
+                finally:
+                    for pending in histories.values():
+                        pending.cancel()
+                    await asyncio.gather(*histories.values(), return_exceptions=True)
                 cursor = page["next_cursor"]
                 async with self.store.write() as tx:
                     await tx.set_sync_cursor(base_url, cursor)
@@ -95,29 +121,33 @@ class Syncing:
         report.cursor = cursor
         return report
 
-    async def _sync_node(self, remote_url: str, mesh: RemoteMesh, entry: Any, report: SyncReport) -> None:
+    async def _plan(self, remote_url: str, entry: Any) -> NodePlan:
+        """What one change entry asks for, given what was synced before."""
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise remote_error(f"a change entry from {remote_url} has no id")
         node_id = require_node_id(entry["id"])
-        status = entry.get("status") if entry.get("status") in STATUSES else "draft"
         base, evidence_after = await self.store.synced_state(remote_url, node_id)
-        written = None
-        if base is None or entry.get("revision") != base:
-            written = await self._sync_revisions(remote_url, mesh, node_id, status, base, report)
         evidence_seq = entry.get("evidence_seq")
-        pulled = 0
-        if isinstance(evidence_seq, int) and evidence_seq > evidence_after:
-            pulled = await self._sync_evidence(remote_url, mesh, node_id, evidence_after)
-            report.evidence += pulled
+        return NodePlan(
+            node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
+            revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
+            new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
+        )
+
+    async def _sync_node(self, remote_url: str, mesh: RemoteMesh, plan: NodePlan,
+                         history: Awaitable[dict[str, Any]] | None, report: SyncReport) -> None:
+        written = await self._sync_revisions(remote_url, plan, await history, report) if history else None
+        pulled = await self._sync_evidence(remote_url, mesh, plan.node_id, plan.evidence_after) if plan.new_evidence else 0
+        report.evidence += pulled
         if written:
-            (report.created if written == "created" else report.updated).append(node_id)
+            (report.created if written == "created" else report.updated).append(plan.node_id)
         elif not pulled:
             report.unchanged += 1
 
-    async def _sync_revisions(self, remote_url: str, mesh: RemoteMesh, node_id: str, status: str, base: int | None,
+    async def _sync_revisions(self, remote_url: str, plan: NodePlan, history: dict[str, Any],
                               report: SyncReport) -> str | None:
         """Copy the remote's revisions after the merge base; "created", "updated", or None (nothing new)."""
-        history = await mesh.article_history(node_id, after=base or 0, include="documents")
+        node_id, status, base = plan.node_id, plan.status, plan.base
         remote_revisions = [_synced_revision(node_id, item) for item in history.get("revisions") or []]
         async with self.store.write() as tx:
             local = await tx.revisions_with_documents(node_id)
