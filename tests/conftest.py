@@ -114,13 +114,20 @@ def invalid_documents(make_doc) -> list[tuple[str, dict[str, Any], str]]:
     ]
 
 
+@asynccontextmanager
+async def opened(path: Any, *, seed: bool = False) -> AsyncIterator[Service]:
+    """A real Service on a database file, closed afterwards."""
+    service = await Service.open(path, seed=seed)
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
 @pytest.fixture
 async def service(tmp_path) -> AsyncIterator[Service]:
-    opened = await Service.open(tmp_path / "test.db", seed=False)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+    async with opened(tmp_path / "test.db") as service:
+        yield service
 
 
 def free_port() -> int:
@@ -158,6 +165,17 @@ async def http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:
         yield client
 
 
+@asynccontextmanager
+async def remote_client(url: str, *, timeout: float | None = None, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+    """A real MCP client on a server whose tools answer through `RemoteMesh(url)`."""
+    remote = RemoteMesh(url, timeout=timeout)
+    try:
+        async with Client(build_mcp_server(lambda: remote, **options), mode=mode) as client:
+            yield client
+    finally:
+        await remote.close()
+
+
 @pytest.fixture(params=["local", "remote"])
 def mcp_connect(request) -> Callable[..., Any]:
     """A real MCP client on a server over `target`: "local" calls the service in-process, "remote"
@@ -170,11 +188,7 @@ def mcp_connect(request) -> Callable[..., Any]:
                 yield client
             return
         async with serving(build_app(service=target, with_mcp=False, write_limit=0)) as url:
-            remote = RemoteMesh(url)
-            try:
-                async with Client(build_mcp_server(lambda: remote, **options), mode=mode) as client:
-                    yield client
-            finally:
-                await remote.close()
+            async with remote_client(url, mode=mode, **options) as client:
+                yield client
 
     return connect

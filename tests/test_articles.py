@@ -9,7 +9,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from knowmesh_mcp.articles import apply_ops, field_changes, parse_pointer, revert_changes
+from knowmesh_mcp.articles import (
+    apply_ops,
+    field_changes,
+    parse_pointer,
+    revert_changes,
+)
 from knowmesh_mcp.errors import KnowmeshError
 
 DOC: dict[str, Any] = {

@@ -16,15 +16,12 @@ import sys
 
 import anyio
 import pytest
-from conftest import free_port, serving
+from conftest import free_port, remote_client, serving
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from starlette.applications import Starlette
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
-
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.remote import RemoteMesh
 
 pytestmark = pytest.mark.anyio
 
@@ -69,29 +66,21 @@ async def test_knowmesh_url_selects_the_remote(base_url, tmp_path):
 
 
 async def test_a_remote_that_is_down_is_a_tool_error_and_the_session_survives():
-    remote = RemoteMesh(f"http://127.0.0.1:{free_port()}", timeout=2)
-    try:
-        async with Client(build_mcp_server(lambda: remote)) as client:
-            down = await client.call_tool("search", {"q": "ModuleNotFoundError"})
-            assert error_of(down)["code"] == "remote_unavailable"
-            again = await client.call_tool("read_article", {"id": "python/x"})
-            assert error_of(again)["code"] == "remote_unavailable"
-    finally:
-        await remote.close()
+    async with remote_client(f"http://127.0.0.1:{free_port()}", timeout=2) as client:
+        down = await client.call_tool("search", {"q": "ModuleNotFoundError"})
+        assert error_of(down)["code"] == "remote_unavailable"
+        again = await client.call_tool("read_article", {"id": "python/x"})
+        assert error_of(again)["code"] == "remote_unavailable"
 
 
 async def test_a_remote_that_never_answers_times_out():
     with socket.socket() as listener:  # accepts connections (kernel backlog) and never replies
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
-        remote = RemoteMesh(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.5)
-        try:
-            async with Client(build_mcp_server(lambda: remote)) as client:
-                with anyio.fail_after(10):
-                    slow = await client.call_tool("read_article", {"id": "python/x"})
-            assert error_of(slow)["code"] == "remote_timeout"
-        finally:
-            await remote.close()
+        async with remote_client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=0.5) as client:
+            with anyio.fail_after(10):
+                slow = await client.call_tool("read_article", {"id": "python/x"})
+        assert error_of(slow)["code"] == "remote_timeout"
 
 
 async def test_a_server_that_is_not_knowmesh_gives_remote_error():
@@ -99,23 +88,14 @@ async def test_a_server_that_is_not_knowmesh_gives_remote_error():
         return HTMLResponse("<h1>Bad gateway</h1>", status_code=502)
 
     app = Starlette(routes=[Route("/{path:path}", proxy_error)])
-    async with serving(app) as url:
-        remote = RemoteMesh(url)
-        try:
-            async with Client(build_mcp_server(lambda: remote)) as client:
-                result = await client.call_tool("search", {"q": "x"})
-        finally:
-            await remote.close()
+    async with serving(app) as url, remote_client(url) as client:
+        result = await client.call_tool("search", {"q": "x"})
     assert error_of(result)["code"] == "remote_error"
 
 
 async def test_an_id_cannot_steer_the_remote_url(base_url):
-    remote = RemoteMesh(base_url)
-    try:
-        async with Client(build_mcp_server(lambda: remote)) as client:
-            result = await client.call_tool("read_article", {"id": "../v1/issues"})
-    finally:
-        await remote.close()
+    async with remote_client(base_url) as client:
+        result = await client.call_tool("read_article", {"id": "../v1/issues"})
     assert error_of(result)["code"] == "invalid_id"
 
 

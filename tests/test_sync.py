@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx2
 import pytest
-from conftest import serving
+from conftest import opened, serving
 
 from knowmesh_mcp.cli import progress_bar
 from knowmesh_mcp.errors import KnowmeshError
@@ -26,11 +26,8 @@ LOCAL = {"id": "my-agent"}
 
 @pytest.fixture
 async def team(tmp_path) -> AsyncIterator[Service]:
-    opened = await Service.open(tmp_path / "team.db", seed=False)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+    async with opened(tmp_path / "team.db") as service:
+        yield service
 
 
 @pytest.fixture
@@ -41,11 +38,8 @@ async def team_url(team) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def personal(tmp_path) -> AsyncIterator[Service]:
-    opened = await Service.open(tmp_path / "personal.db", seed=False)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+    async with opened(tmp_path / "personal.db") as service:
+        yield service
 
 
 def node(make_doc, n: int) -> dict:
@@ -150,16 +144,12 @@ async def test_edits_on_both_sides_keep_the_local_edit_on_top_and_report_it(team
 
 
 async def test_a_mesh_seeded_alike_shares_its_first_revisions(tmp_path, make_doc):
-    team = await Service.open(tmp_path / "team-seeded.db")  # both get the starter corpus
-    personal = await Service.open(tmp_path / "personal-seeded.db")
-    try:
+    async with opened(tmp_path / "team-seeded.db", seed=True) as team, \
+            opened(tmp_path / "personal-seeded.db", seed=True) as personal:  # both get the starter corpus
         async with serving(build_app(service=team, write_limit=0)) as url:
             report = await personal.sync_from(url)
         assert (report.created, report.updated, report.conflicts) == ([], [], [])
         assert report.unchanged == await team.store.count_nodes()
-    finally:
-        await team.close()
-        await personal.close()
 
 
 async def test_history_with_documents_over_http(team, team_url, make_doc):
