@@ -42,3 +42,8 @@ def not_found(what: str, value: str) -> KnowmeshError:
 
 def bad_parameter(name: str, message: str, code: str = "invalid_parameter") -> KnowmeshError:
     return KnowmeshError(400, code, message, field=name)
+
+
+def remote_error(message: str) -> KnowmeshError:
+    """A remote mesh answered something that is not a knowmesh answer (sync, remote stdio)."""
+    return KnowmeshError(502, "remote_error", message)

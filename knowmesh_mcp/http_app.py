@@ -21,7 +21,13 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
-from .outcomes import dedupe_markdown, issue_markdown, issues_markdown, review_markdown, submitter
+from .outcomes import (
+    dedupe_markdown,
+    issue_markdown,
+    issues_markdown,
+    review_markdown,
+    submitter,
+)
 from .pages import page_routes
 from .publishing import require_node_id
 from .reading import ReadResult

@@ -24,6 +24,7 @@ from .publishing import behavior_hash, check_agent, require_node_id
 from .reading import choose_answer, scoped_solutions
 from .store import StatsRow, Store, Writer, utc_now
 
+
 class OutcomeReporting:
     """Mixed into Service: outcome reports and the evidence they derive (protocol section 4)."""
 

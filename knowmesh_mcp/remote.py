@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx2
 
-from .errors import KnowmeshError
+from .errors import KnowmeshError, remote_error
 from .publishing import require_node_id
 
 DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
@@ -43,8 +43,7 @@ def error_from_response(response: httpx2.Response) -> KnowmeshError:
         top_level = {k: v for k, v in body.items() if k != "error"}
         return KnowmeshError(response.status_code, error["code"], str(error.get("message", "")),
                              top_level=top_level, **details)
-    return KnowmeshError(502, "remote_error",
-                         f"the remote mesh answered {response.status_code} without a knowmesh error body")
+    return remote_error(f"the remote mesh answered {response.status_code} without a knowmesh error body")
 
 
 class RemoteMesh:
@@ -82,7 +81,7 @@ class RemoteMesh:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            raise KnowmeshError(502, "remote_error", f"{self.base_url}{path} did not answer with a JSON object")
+            raise remote_error(f"{self.base_url}{path} did not answer with a JSON object")
         return body
 
     # -- the calls the MCP server makes (same names and results as Service) ----------------

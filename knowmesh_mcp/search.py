@@ -24,7 +24,13 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from .analysis import decisive_lines, index_terms, looks_like_error, query_terms, signature_keys
+from .analysis import (
+    decisive_lines,
+    index_terms,
+    looks_like_error,
+    query_terms,
+    signature_keys,
+)
 from .normalize import normalize_signature, quoted_values
 from .store import RankingRow, SearchRow, Store
 

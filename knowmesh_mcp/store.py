@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -212,6 +212,9 @@ class RevisionRow:
     created_at: str
 
 
+# Every node write moves the node to the end of the change feed (the sync cursor's order).
+NEXT_CHANGE_SEQ = "(SELECT coalesce(max(change_seq), 0) + 1 FROM nodes)"
+
 # Feedback as it travels between meshes: everything but the local id and the address hash.
 FEEDBACK_COLUMNS = ("node_id", "node_version", "solution_id", "solution_revision", "outcome", "cluster", "environment",
                     "agent_id", "model", "reason", "note", "evidence_hash", "exit_code", "created_at")
@@ -257,6 +260,18 @@ REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVIS
 
 def _revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
     return _revision_row(row[:12]), json.loads(row[12]), json.loads(row[13])
+
+
+async def select_in(fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3.Row]]], sql: str,
+                    values: Iterable[Any], before: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    """`sql` with one `IN ({marks})` over `values` (after the `before` parameters), run in chunks
+    under SQLite's variable limit."""
+    values = list(values)
+    rows: list[sqlite3.Row] = []
+    for start in range(0, len(values), 500):
+        chunk = values[start : start + 500]
+        rows += await fetch(sql.format(marks=",".join("?" * len(chunk))), [*before, *chunk])
+    return rows
 
 
 class Writer:
@@ -401,9 +416,9 @@ class Writer:
         """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
         now = utc_now()
         await self.connection.execute(
-            """UPDATE nodes SET title = ?, current_version = ?, current_revision = ?, has_answer = ?,
+            f"""UPDATE nodes SET title = ?, current_version = ?, current_revision = ?, has_answer = ?,
                    signature_hash = ?, quoted_values = ?, updated_at = ?,
-                   change_seq = (SELECT max(change_seq) + 1 FROM nodes)
+                   change_seq = {NEXT_CHANGE_SEQ}
                WHERE id = ?""",
             (edit.title, edit.version, edit.revision, int(edit.has_answer), edit.signature_hash,
              json.dumps(edit.quoted_values, ensure_ascii=False), now, edit.node_id),
@@ -437,13 +452,7 @@ class Writer:
         return int(row[0]) if row else 0
 
     async def _all_in(self, sql: str, values: Iterable[Any]) -> list[sqlite3.Row]:
-        """`sql` with one `IN ({marks})` over `values`, run in chunks under SQLite's variable limit."""
-        values = list(values)
-        rows: list[sqlite3.Row] = []
-        for start in range(0, len(values), 500):
-            chunk = values[start : start + 500]
-            rows += await self._all(sql.format(marks=",".join("?" * len(chunk))), chunk)
-        return rows
+        return await select_in(self._all, sql, values)
 
     async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:
         """{id: current version} of those ids that exist."""
@@ -570,7 +579,7 @@ class Writer:
     async def touch_node(self, node_id: str) -> None:
         """Move a node to the end of the change feed (new evidence), leaving its content alone."""
         await self.connection.execute(
-            "UPDATE nodes SET change_seq = (SELECT max(change_seq) + 1 FROM nodes) WHERE id = ?", (node_id,)
+            f"UPDATE nodes SET change_seq = {NEXT_CHANGE_SEQ} WHERE id = ?", (node_id,)
         )
 
     async def set_sync_cursor(self, remote: str, cursor: str) -> None:
@@ -613,16 +622,16 @@ class Writer:
                   json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
         if fresh:
             await self.connection.execute(
-                """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
+                f"""INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
                        signature_hash, quoted_values, updated_at, created_at, change_seq)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(change_seq), 0) + 1 FROM nodes))""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {NEXT_CHANGE_SEQ})""",
                 (head.id, head.ecosystem, *values, revisions[0].row.created_at),
             )
         else:
             await self.connection.execute(
-                """UPDATE nodes SET status = ?, title = ?, current_version = ?, current_revision = ?, has_answer = ?,
+                f"""UPDATE nodes SET status = ?, title = ?, current_version = ?, current_revision = ?, has_answer = ?,
                        signature_hash = ?, quoted_values = ?, updated_at = ?,
-                       change_seq = (SELECT max(change_seq) + 1 FROM nodes)
+                       change_seq = {NEXT_CHANGE_SEQ}
                    WHERE id = ?""",
                 (*values, head.id),
             )
@@ -986,13 +995,14 @@ class Store:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
         return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
 
-    async def synced_state(self, remote: str, node_id: str) -> tuple[int | None, int]:
-        """(the last revision of `node_id` known identical here and on `remote`, i.e. the merge base,
-        or None; the remote's last feedback id copied here)."""
-        rows = await self._fetchall(
-            "SELECT revision, evidence_after FROM synced_nodes WHERE remote = ? AND node_id = ?", (remote, node_id)
+    async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """{node id: (the last revision known identical here and on `remote`, i.e. the merge base;
+        the remote's last feedback id copied here)} of the nodes synced before."""
+        rows = await select_in(
+            self._fetchall, "SELECT node_id, revision, evidence_after FROM synced_nodes WHERE remote = ? AND node_id IN ({marks})",
+            node_ids, before=[remote],
         )
-        return (int(rows[0][0]), int(rows[0][1])) if rows else (None, 0)
+        return {row[0]: (int(row[1]), int(row[2])) for row in rows}
 
     async def feedback_after(self, node_id: str, after: int, limit: int) -> list[dict[str, Any]]:
         """A node's feedback rows after id `after`, without the address hash: what a sync copies."""

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .articles import field_changes, rebase_changes
-from .errors import KnowmeshError
+from .errors import KnowmeshError, remote_error
 from .evidence import OUTCOMES, node_stats
 from .model import STATUSES, InvalidNode, canonical_json, validate_node
 from .outcomes import archive_answered_failures, current_revisions, node_answers
@@ -64,10 +64,6 @@ class NodePlan:
     new_evidence: bool
 
 
-def remote_error(message: str) -> KnowmeshError:
-    return KnowmeshError(502, "remote_error", message)
-
-
 class Syncing:
     """Mixed into Service (which provides `_publish` from ArticleEditing, and `local_agent_id`)."""
 
@@ -91,7 +87,7 @@ class Syncing:
                 if not isinstance(entries, list) or not isinstance(page.get("next_cursor"), str):
                     raise remote_error(f"{base_url}/v1/changes did not answer with a change feed")
                 total = max(total, done + len(entries) + int(page.get("remaining") or 0))
-                plans = [await self._plan(base_url, entry) for entry in entries]
+                plans = await self._plans(base_url, entries)
                 # Fetch histories ahead, a few at a time, while the writes stay one after another.
                 limiter = asyncio.Semaphore(FETCHES_AT_ONCE)
 
@@ -121,18 +117,22 @@ class Syncing:
         report.cursor = cursor
         return report
 
-    async def _plan(self, remote_url: str, entry: Any) -> NodePlan:
-        """What one change entry asks for, given what was synced before."""
-        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+    async def _plans(self, remote_url: str, entries: list[Any]) -> list[NodePlan]:
+        """What each change entry of a page asks for, given what was synced before."""
+        if not all(isinstance(entry, dict) and isinstance(entry.get("id"), str) for entry in entries):
             raise remote_error(f"a change entry from {remote_url} has no id")
-        node_id = require_node_id(entry["id"])
-        base, evidence_after = await self.store.synced_state(remote_url, node_id)
-        evidence_seq = entry.get("evidence_seq")
-        return NodePlan(
-            node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
-            revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
-            new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
-        )
+        ids = [require_node_id(entry["id"]) for entry in entries]
+        synced = await self.store.synced_states(remote_url, ids)
+        plans = []
+        for node_id, entry in zip(ids, entries):
+            base, evidence_after = synced.get(node_id, (None, 0))
+            evidence_seq = entry.get("evidence_seq")
+            plans.append(NodePlan(
+                node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
+                revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
+                new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
+            ))
+        return plans
 
     async def _sync_node(self, remote_url: str, mesh: RemoteMesh, plan: NodePlan,
                          history: Awaitable[dict[str, Any]] | None, report: SyncReport) -> None:
