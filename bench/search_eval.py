@@ -1,334 +1,343 @@
-"""Search quality evaluation against the starter corpus.
+"""Search quality: the product beside plain BM25, on real pasted output and written queries.
 
-    python bench/search_eval.py [--json] [--kind KIND] [--db PATH] [--queries FILE]
+    python bench/search_eval.py [--distractors 0,10000] [--split dev,test] [--misses N] [--json]
 
-Opens a fresh database seeded with the starter corpus (`Service.open(path, seed=True)`) and runs every
-query of `bench/search_eval_queries.jsonl` through `Service.search(q, env=..., ecosystem=..., limit=5)`.
-Reports, per kind and overall: count, recall@1, recall@3 and MRR (over the top 5); for env_selection the
-share of queries whose top result is the expected node with the expected solution; for no_answer the
-share of queries whose top score is below NO_ANSWER_MAX_SCORE (or with no result); the `match` tiers of
-correct top-1 hits; and every miss with the top 3 it got. Targets are printed with PASS/FAIL.
+The corpus is the starter corpus (`store/starter/`) plus, per run, 0 or more distractor nodes from
+`bench/synthetic.py` (a distractor that would be a right answer to a query, the same error
+template with a value the query names, is left out). The queries are `bench/eval/queries/*.jsonl`
+(bench/eval/README.md): at least half real output copied from public issue threads, each with its
+source. `split_of` puts every query in the `dev` half (fit and tune there) or the `test` half
+(report it, never tune on it) by a hash of its source, so a thread's queries stay together.
 
-Query file: one JSON object per line with kind, q, env, ecosystem, expect (node id or null),
-expect_solution (solution id or null) and note. Kinds: see KINDS.
+Every query runs through `Service.search(q, env=..., ecosystem=..., limit=5)` and through the
+baseline: a plain FTS5 table over the same documents' text (title, signature, content), queried
+with an OR of every distinct token of the query, ranked by bm25(). Figures per kind and group:
+recall@1, recall@5 and MRR for both; for the product also env selection (the expected answer,
+given the right node), no-answer rejection (top score < 0.5 or nothing) and calibration (the
+share of top results scoring >= 0.5 that are right). The targets of issue 10 are checked on the
+test half with the largest distractor count. Misses are listed for the dev half only.
 
-It is a report: the exit code is 0 whatever the figures (a crash of the service itself still raises).
-`evaluate(path)` returns the figures and `TARGETS` holds the thresholds, for tests/test_search_eval.py.
+It is a report: the exit code is 0 whatever the figures. `evaluate()` returns the figures, for
+tests/test_search_eval.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import re
+import shutil
 import sys
 import tempfile
-from collections import Counter
+import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-QUERIES_FILE = Path(__file__).with_name("search_eval_queries.jsonl")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for entry in (str(ROOT), str(HERE), str(HERE / "eval")):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+from check_data import load_queries, thread  # noqa: E402
+
+from knowmesh_mcp import search as search_module  # noqa: E402
+from knowmesh_mcp.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
+from knowmesh_mcp.service import Service, load_documents  # noqa: E402
+from knowmesh_mcp.store import store_dir  # noqa: E402
+from knowmesh_mcp.tool_output import decisive_lines  # noqa: E402
+
+OUT = HERE / "out"
 LIMIT = 5
-NO_ANSWER_MAX_SCORE = 0.5
-
-KINDS = ("raw_error", "traceback", "natural_language", "short_phrase", "env_selection", "no_answer", "confusable")
-
-# Minimum number of queries per kind the query file must hold (checked by the test of the file itself).
-MIN_COUNTS = {
-    "raw_error": 45,
-    "traceback": 25,
-    "natural_language": 35,
-    "short_phrase": 15,
-    "env_selection": 20,
-    "no_answer": 20,
-    "confusable": 15,
-}
-MIN_TOTAL = 170
-
-# name -> the metric it reads from figures["kinds"] (or figures["groups"]), and the minimum value.
-# raw_error and traceback are both raw error strings: each must reach 0.97 on its own.
-# natural_language is measured together with short_phrase (the "words" group).
-TARGETS: dict[str, dict[str, Any]] = {
-    "raw_error recall@1": {"scope": "kinds", "name": "raw_error", "metric": "recall@1", "min": 0.97},
-    "traceback recall@1": {"scope": "kinds", "name": "traceback", "metric": "recall@1", "min": 0.97},
-    "natural_language+short_phrase recall@1": {
-        "scope": "groups", "name": "natural_language+short_phrase", "metric": "recall@1", "min": 0.85},
-    "env_selection accuracy": {"scope": "kinds", "name": "env_selection", "metric": "env_accuracy", "min": 0.98},
-    "no_answer top score < 0.5": {"scope": "kinds", "name": "no_answer", "metric": "rejected", "min": 0.90},
-}
-
-# Report-only groups (several kinds pooled).
+LIKELY = 0.5  # a score at or above it says "likely the right node"
+KINDS = ("pasted", "raw_error", "traceback", "natural_language", "short_phrase", "env_selection", "confusable",
+         "no_answer")
 GROUPS = {
-    "raw_error+traceback": ("raw_error", "traceback"),
-    "natural_language+short_phrase": ("natural_language", "short_phrase"),
+    "output (pasted+raw+traceback)": ("pasted", "raw_error", "traceback"),
+    "words (natural+short)": ("natural_language", "short_phrase"),
+    "answerable": tuple(k for k in KINDS if k != "no_answer"),
 }
+# name -> (row, metric, minimum): checked on the test half with the most distractors.
+TARGETS = {
+    "output recall@1": ("output (pasted+raw+traceback)", "recall@1", 0.97),
+    "natural_language recall@1": ("natural_language", "recall@1", 0.92),
+    "confusable recall@1": ("confusable", "recall@1", 0.95),
+    "answerable recall@5": ("answerable", "recall@5", 0.99),
+    "env selection given the right node": ("env_selection", "env_accuracy", 1.0),
+    "no_answer scored < 0.5": ("no_answer", "rejected", 0.90),
+    "top >= 0.5 is right": ("all", "precision@likely", 0.95),
+}
+CODE_FILES = ("search.py", "analysis.py", "tool_output.py", "normalize.py", "store.py")
 
 
-def load_queries(path: str | Path = QUERIES_FILE) -> list[dict[str, Any]]:
-    queries = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            query = json.loads(line)
-            query["line"] = number
-            queries.append(query)
-    return queries
+def split_of(query: dict[str, Any]) -> str:
+    """'dev' or 'test', by a hash of the query's source (a thread, or the node a written query is about)."""
+    source = query["source"]
+    key = thread(source) if source != "written" else f"written:{query['expect'] or query['q']}"
+    return "dev" if hashlib.sha256(key.encode("utf-8")).digest()[0] % 2 == 0 else "test"
 
 
-async def run_queries(service: Any, queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One outcome per query: the results (trimmed to what the report needs) or the exception."""
-    outcomes = []
+# --- corpus --------------------------------------------------------------------------------
+
+
+def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """`count` synthetic nodes, none of them a right answer to a query."""
+    from synthetic import Corpus
+
+    named: dict[str, set[str]] = defaultdict(set)  # normalized decisive line -> the query's words
     for query in queries:
-        outcome: dict[str, Any] = {"query": query, "results": [], "error": None, "contract": []}
-        try:
-            envelope = await service.search(query["q"], env=query.get("env"), ecosystem=query.get("ecosystem"),
-                                            limit=LIMIT)
-        except Exception as exc:  # a per-query failure is a miss in the report, not a crash of the report
-            outcome["error"] = f"{type(exc).__name__}: {exc}"
-            outcomes.append(outcome)
-            continue
-        results = envelope.get("results") if isinstance(envelope, dict) else None
-        if not isinstance(results, list):
-            outcome["error"] = f"envelope without a results list: {str(envelope)[:200]}"
-            outcomes.append(outcome)
-            continue
-        outcome["results"] = [_trim(result) for result in results]
-        outcome["contract"] = _contract_problems(outcome["results"])
-        outcomes.append(outcome)
+        words = set(re.findall(r"[^\W_]+", query["q"].lower()))
+        for line in decisive_lines(query["q"]):
+            named[normalize_signature(line)] |= words
+    chosen = []
+    for index, document, _ in Corpus(7).generate(count * 2):
+        main = normalize_signature((decisive_lines(document["signature"]["error"]) or [""])[0])
+        values = {w for value in quoted_values(document["signature"]["error"]) for w in re.findall(r"[^\W_]+", value)}
+        if main in named and values & named[main]:
+            continue  # the same error with a value the query names: a right answer, not a distractor
+        chosen.append((f"synthetic:{index}", document))
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def _corpus_key(distractors: int) -> str:
+    digest = hashlib.sha256(f"{NORMALIZER_VERSION}:{search_module.SEARCH_INDEX_VERSION}:{distractors}".encode())
+    for path in sorted((store_dir() / "starter").glob("*.json")) + sorted((ROOT / "store" / "migrations").glob("*.sql")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name in CODE_FILES:
+        digest.update((ROOT / "knowmesh_mcp" / name).read_bytes())
+    digest.update((HERE / "synthetic.py").read_bytes())
+    digest.update(hashlib.sha256("".join(q["q"] for q in load_queries()).encode()).digest())
+    return digest.hexdigest()[:12]
+
+
+BASELINE_TABLE = "eval_baseline_bm25"
+
+
+def _document_text(document: dict[str, Any]) -> str:
+    signature, content = document["signature"], document["content"]
+    parts = [document["title"], signature["error"], *signature.get("aliases", []), content["symptom"],
+             content["context"], content["root_cause"], *content.get("failed_attempts", []),
+             *content.get("boundaries", [])]
+    for solution in content["solutions"]:
+        notes = solution.get("notes")
+        parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution["fix"],
+                  solution["verify"]["command"], *(notes if isinstance(notes, list) else [notes or ""])]
+    return "\n".join(p for p in parts if p)
+
+
+async def build_corpus(path: Path, distractors: int) -> None:
+    """Starter corpus + distractors, and the baseline's own FTS5 table over the same documents."""
+    import sqlite3
+
+    service = await Service.open(path, seed=True)
+    try:
+        if distractors:
+            report = await service.import_documents(_distractors(distractors, load_queries()), summary="distractors")
+            if report.invalid:
+                raise SystemExit(f"distractors invalid: {report.invalid[:2]}")
+        documents = [(d["id"], _document_text(d)) async for d in service.export_documents()]
+    finally:
+        await service.close()
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute(f"CREATE VIRTUAL TABLE {BASELINE_TABLE} USING fts5 (node_id UNINDEXED, body)")
+        connection.executemany(f"INSERT INTO {BASELINE_TABLE} (node_id, body) VALUES (?, ?)", documents)
+    connection.close()
+
+
+def corpus(distractors: int) -> Path:
+    """The built corpus database, cached in bench/out/ by what shapes it."""
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"eval-d{distractors}-{_corpus_key(distractors)}.db"
+    if not path.exists():
+        for stale in OUT.glob(f"eval-d{distractors}-*.db*"):
+            stale.unlink()
+        building = path.with_suffix(".building")
+        building.unlink(missing_ok=True)
+        started = time.perf_counter()
+        asyncio.run(build_corpus(building, distractors))
+        building.rename(path)
+        print(f"built {path.name} ({distractors:,} distractors) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return path
+
+
+def baseline_search(connection: Any, q: str, limit: int = LIMIT) -> list[str]:
+    """Plain BM25: an OR of every distinct token of the query (each quoted), ranked by bm25()."""
+    tokens = list(dict.fromkeys(re.findall(r"[^\W_]+", q.lower())))
+    if not tokens:
+        return []
+    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+    rows = connection.execute(
+        f"SELECT node_id FROM {BASELINE_TABLE} WHERE {BASELINE_TABLE} MATCH ? ORDER BY bm25({BASELINE_TABLE}) LIMIT ?",
+        (match, limit)).fetchall()
+    return [row[0] for row in rows]
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+async def run(path: Path, queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    import sqlite3
+
+    outcomes = []
+    service = await Service.open(path, seed=False)
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        for query in queries:
+            envelope = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
+            results = [{"id": r["id"], "score": r["score"], "match": r["match"],
+                        "solution": (r["solution"] or {}).get("id")} for r in envelope["results"]]
+            outcomes.append({"query": query, "results": results, "baseline": baseline_search(connection, query["q"])})
+    finally:
+        connection.close()
+        await service.close()
     return outcomes
 
 
-def _trim(result: Any) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        return {"id": None, "score": None, "match": None, "solution": None, "raw": repr(result)[:100]}
-    solution = result.get("solution")
-    return {
-        "id": result.get("id"),
-        "score": result.get("score"),
-        "match": result.get("match"),
-        "solution": solution.get("id") if isinstance(solution, dict) else None,
-    }
+def _rank(ids: list[str], expect: str | None) -> int | None:
+    return ids.index(expect) + 1 if expect in ids else None
 
 
-def _contract_problems(results: list[dict[str, Any]]) -> list[str]:
-    problems = []
-    if len(results) > LIMIT:
-        problems.append(f"{len(results)} results for limit={LIMIT}")
-    previous = None
-    for position, result in enumerate(results):
-        score = result["score"]
-        if not isinstance(result["id"], str):
-            problems.append(f"result {position} has no id")
-        if not isinstance(score, (int, float)) or isinstance(score, bool) or not 0 <= score <= 1:
-            problems.append(f"result {position} score {score!r} not in 0..1")
-        elif previous is not None and score > previous:
-            problems.append(f"result {position} score {score} above the previous {previous}")
-        else:
-            previous = score
-        if result["match"] not in ("signature", "all_terms", "most_terms", "fuzzy"):
-            problems.append(f"result {position} match {result['match']!r}")
-    ids = [result["id"] for result in results]
-    if len(ids) != len(set(ids)):
-        problems.append("duplicate ids in results")
-    return problems
-
-
-def _rank(outcome: dict[str, Any]) -> int | None:
-    """1-based rank of the expected node in the results, None when absent."""
-    expect = outcome["query"]["expect"]
-    for position, result in enumerate(outcome["results"], 1):
-        if result["id"] == expect:
-            return position
-    return None
-
-
-def _top_score(outcome: dict[str, Any]) -> float | None:
-    if not outcome["results"]:
-        return None
-    score = outcome["results"][0]["score"]
-    return score if isinstance(score, (int, float)) else None
-
-
-def _hit(outcome: dict[str, Any]) -> bool:
-    """Whether the query counts as answered correctly for its kind."""
-    query = outcome["query"]
-    if outcome["error"]:
-        return False
-    if query["expect"] is None:
-        top = _top_score(outcome)
-        return not outcome["results"] or (top is not None and top < NO_ANSWER_MAX_SCORE)
-    if _rank(outcome) != 1:
-        return False
-    if query["kind"] == "env_selection":
-        return outcome["results"][0]["solution"] == query["expect_solution"]
-    return True
-
-
-def _ratio(numerator: int, denominator: int) -> float | None:
-    return round(numerator / denominator, 4) if denominator else None
-
-
-def _figures_for(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
-    answerable = [outcome for outcome in outcomes if outcome["query"]["expect"] is not None]
-    ranks = [_rank(outcome) for outcome in answerable]
-    figures: dict[str, Any] = {"count": len(outcomes)}
+def figures_of(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    answerable = [o for o in outcomes if o["query"]["expect"]]
+    row: dict[str, Any] = {"n": len(outcomes)}
     if answerable:
-        figures["recall@1"] = _ratio(sum(rank == 1 for rank in ranks), len(answerable))
-        figures["recall@3"] = _ratio(sum(rank is not None and rank <= 3 for rank in ranks), len(answerable))
-        figures["mrr"] = round(sum(1 / rank for rank in ranks if rank) / len(answerable), 4)
-        tiers = Counter(str(outcome["results"][0]["match"]) for outcome, rank in zip(answerable, ranks) if rank == 1)
-        figures["match_tiers"] = dict(sorted(tiers.items()))
-    env_selection = [outcome for outcome in outcomes if outcome["query"]["kind"] == "env_selection"]
-    if env_selection:
-        figures["env_accuracy"] = _ratio(sum(_hit(outcome) for outcome in env_selection), len(env_selection))
-    no_answer = [outcome for outcome in outcomes if outcome["query"]["expect"] is None]
-    if no_answer:
-        figures["rejected"] = _ratio(sum(_hit(outcome) for outcome in no_answer), len(no_answer))
-    errors = sum(1 for outcome in outcomes if outcome["error"])
-    if errors:
-        figures["errors"] = errors
-    return figures
+        for who, ids in (("", lambda o: [r["id"] for r in o["results"]]), ("bm25 ", lambda o: o["baseline"])):
+            ranks = [_rank(ids(o), o["query"]["expect"]) for o in answerable]
+            row[who + "recall@1"] = sum(r == 1 for r in ranks) / len(ranks)
+            row[who + "recall@5"] = sum(r is not None for r in ranks) / len(ranks)
+            row[who + "mrr"] = sum(1 / r for r in ranks if r) / len(ranks)
+    selecting = [o for o in outcomes if o["query"]["kind"] == "env_selection"
+                 and o["results"] and o["results"][0]["id"] == o["query"]["expect"]]
+    if selecting:
+        row["env_accuracy"] = sum(o["results"][0]["solution"] == o["query"]["expect_solution"]
+                                  for o in selecting) / len(selecting)
+    unanswerable = [o for o in outcomes if not o["query"]["expect"]]
+    if unanswerable:
+        row["rejected"] = sum(not o["results"] or o["results"][0]["score"] < LIKELY for o in unanswerable) / len(unanswerable)
+    likely = [o for o in outcomes if o["results"] and o["results"][0]["score"] >= LIKELY]
+    if likely:
+        row["precision@likely"] = sum(o["results"][0]["id"] == o["query"]["expect"] for o in likely) / len(likely)
+        row["likely"] = len(likely)
+    return row
 
 
-def summarize(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+def table(outcomes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for outcome in outcomes:
-        by_kind.setdefault(outcome["query"]["kind"], []).append(outcome)
-    kinds = {kind: _figures_for(by_kind[kind]) for kind in [*KINDS, *sorted(set(by_kind) - set(KINDS))]
-             if kind in by_kind}
-    groups = {name: _figures_for([o for kind in members for o in by_kind.get(kind, [])])
-              for name, members in GROUPS.items()}
-    overall = _figures_for(outcomes)
-
-    targets = {}
-    for name, target in TARGETS.items():
-        scope = kinds if target["scope"] == "kinds" else groups
-        value = scope.get(target["name"], {}).get(target["metric"])
-        targets[name] = {"value": value, "min": target["min"], "pass": value is not None and value >= target["min"]}
-
-    misses = []
-    for outcome in outcomes:
-        if _hit(outcome):
-            continue
-        query = outcome["query"]
-        misses.append({
-            "kind": query["kind"],
-            "line": query.get("line"),
-            "q": query["q"],
-            "env": query.get("env"),
-            "ecosystem": query.get("ecosystem"),
-            "expected": query["expect"],
-            "expected_solution": query.get("expect_solution"),
-            "rank": _rank(outcome) if query["expect"] else None,
-            "error": outcome["error"],
-            "got": [[r["id"], r["score"], r["match"], r["solution"]] for r in outcome["results"][:3]],
-        })
-    contract = [{"line": o["query"].get("line"), "q": o["query"]["q"][:80], "problems": o["contract"]}
-                for o in outcomes if o["contract"]]
-    return {
-        "queries": len(outcomes),
-        "kinds": kinds,
-        "groups": groups,
-        "overall": overall,
-        "targets": targets,
-        "misses": misses,
-        "contract_violations": contract,
-    }
+        by_kind[outcome["query"]["kind"]].append(outcome)
+    rows = {kind: figures_of(by_kind[kind]) for kind in KINDS if by_kind.get(kind)}
+    real = [o for o in outcomes if o["query"]["source"] != "written"]
+    if real:
+        rows["real (any kind)"] = figures_of(real)
+    for name, kinds in GROUPS.items():
+        rows[name] = figures_of([o for k in kinds for o in by_kind.get(k, [])])
+    rows["all"] = figures_of(outcomes)
+    return rows
 
 
-async def evaluate(path: str | Path, queries_file: str | Path = QUERIES_FILE,
-                   kinds: set[str] | None = None) -> dict[str, Any]:
-    """Seed a new database at `path` with the starter corpus, run the queries, return the figures."""
-    from knowmesh_mcp.service import Service
+def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...] = ("dev", "test")) -> dict[str, Any]:
+    """{"runs": {f"{split}/{distractors}": {row: figures}}, "targets": ..., "misses": [...]}."""
+    queries = load_queries()
+    report: dict[str, Any] = {"runs": {}, "misses": {}, "counts": {}}
+    for count in distractors:
+        path = corpus(count)
+        with tempfile.TemporaryDirectory(prefix="knowmesh-eval-") as directory:
+            copy = Path(directory) / "eval.db"
+            shutil.copy(path, copy)
+            started = time.perf_counter()
+            outcomes = asyncio.run(run(copy, queries))
+            report.setdefault("seconds", {})[count] = round(time.perf_counter() - started, 1)
+        for split in splits:
+            chosen = [o for o in outcomes if split_of(o["query"]) == split]
+            report["runs"][f"{split}/{count}"] = table(chosen)
+            report["counts"][split] = len(chosen)
+            if split == "dev":
+                report["misses"][count] = [_miss(o) for o in chosen if _missed(o)]
+    final = f"test/{max(distractors)}"
+    report["targets"] = {}
+    if final in report["runs"]:
+        rows = report["runs"][final]
+        for name, (row, metric, minimum) in TARGETS.items():
+            value = rows.get(row, {}).get(metric)
+            report["targets"][name] = {"value": value, "min": minimum, "pass": value is not None and value >= minimum}
+        below = [kind for kind, row in rows.items() if "recall@1" in row and row["recall@1"] < row["bm25 recall@1"]]
+        report["targets"]["never below BM25 recall@1 (per kind)"] = {"value": below or "none", "min": "none",
+                                                                    "pass": not below}
+    return report
 
-    queries = load_queries(queries_file)
-    if kinds:
-        queries = [query for query in queries if query["kind"] in kinds]
-    service = await Service.open(path, seed=True)
-    try:
-        outcomes = await run_queries(service, queries)
-    finally:
-        await service.close()
-    return summarize(outcomes)
+
+def _missed(outcome: dict[str, Any]) -> bool:
+    query, results = outcome["query"], outcome["results"]
+    if not query["expect"]:
+        return bool(results) and results[0]["score"] >= LIKELY
+    if not results or results[0]["id"] != query["expect"]:
+        return True
+    return query["kind"] == "env_selection" and results[0]["solution"] != query["expect_solution"]
 
 
-# ---------------------------------------------------------------- text report
+def _miss(outcome: dict[str, Any]) -> dict[str, Any]:
+    query = outcome["query"]
+    return {"at": query["at"], "kind": query["kind"], "q": query["q"], "expect": query["expect"],
+            "expect_solution": query["expect_solution"],
+            "got": [(r["id"], r["score"], r["match"], r["solution"]) for r in outcome["results"][:3]],
+            "bm25": outcome["baseline"][:3]}
 
-def _short(text: str, width: int = 80) -> str:
-    text = text.replace("\x1b", "\\e")
-    text = re.sub(r"\s*\n\s*", " ⏎ ", text)
-    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+
+# --- report --------------------------------------------------------------------------------
 
 
-def _fmt(value: Any) -> str:
+def _f(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def render(figures: dict[str, Any]) -> str:
-    lines = [f"search eval: {figures['queries']} queries, limit={LIMIT}", ""]
-    header = f"{'kind':<32}{'count':>6}{'R@1':>8}{'R@3':>8}{'MRR':>8}{'env_acc':>9}{'no_ans':>8}{'errors':>8}"
-    lines += [header, "-" * len(header)]
-    rows = [*figures["kinds"].items(), *figures["groups"].items(), ("overall", figures["overall"])]
-    for name, row in rows:
-        lines.append(
-            f"{name:<32}{row['count']:>6}{_fmt(row.get('recall@1')):>8}{_fmt(row.get('recall@3')):>8}"
-            f"{_fmt(row.get('mrr')):>8}{_fmt(row.get('env_accuracy')):>9}{_fmt(row.get('rejected')):>8}"
-            f"{row.get('errors', 0):>8}")
-    lines += ["", "targets:"]
-    for name, target in figures["targets"].items():
-        verdict = "PASS" if target["pass"] else "FAIL"
-        lines.append(f"  {verdict}  {name:<42} {_fmt(target['value']):>6}  (min {target['min']})")
-    lines += ["", "match tier of correct top-1 hits:"]
-    for name, row in [*figures["kinds"].items(), ("overall", figures["overall"])]:
-        if row.get("match_tiers"):
-            tiers = ", ".join(f"{tier}={count}" for tier, count in row["match_tiers"].items())
-            lines.append(f"  {name:<20} {tiers}")
-    if figures["contract_violations"]:
-        lines += ["", f"envelope contract violations ({len(figures['contract_violations'])} queries):"]
-        for item in figures["contract_violations"][:20]:
-            lines.append(f"  line {item['line']}: {_short(item['q'], 60)}: {'; '.join(item['problems'])}")
-    lines += ["", f"misses ({len(figures['misses'])}):"]
-    for miss in figures["misses"]:
-        expected = miss["expected"] or "(no answer)"
-        if miss["expected_solution"]:
-            expected += f" [{miss['expected_solution']}]"
-        context = "".join(f" {key}={miss[key]}" for key in ("env", "ecosystem") if miss[key])
-        lines.append(f"  [{miss['kind']}] line {miss['line']}: {_short(miss['q'])}{context}")
-        lines.append(f"      expected {expected}" + (f", found at rank {miss['rank']}" if miss["rank"] else ""))
-        if miss["error"]:
-            lines.append(f"      error: {_short(miss['error'], 160)}")
-        elif not miss["got"]:
-            lines.append("      got: no results")
-        else:
-            got = "; ".join(
-                f"{node} {_fmt(score) if isinstance(score, float) else score} {match}"
-                + (f" [{solution}]" if solution else "")
-                for node, score, match, solution in miss["got"])
-            lines.append(f"      got: {got}")
+def render(report: dict[str, Any], misses: int) -> str:
+    lines = []
+    for name, rows in report["runs"].items():
+        split, count = name.split("/")
+        lines += ["", f"{split} half, {int(count):,} distractors ({report['counts'][split]} queries)"]
+        header = (f"  {'kind':<31}{'n':>5}{'R@1':>8}{'bm25':>7}{'R@5':>8}{'bm25':>7}{'MRR':>7}{'bm25':>7}"
+                  f"{'env':>7}{'<0.5':>7}{'prec':>7}")
+        lines += [header, "  " + "-" * (len(header) - 2)]
+        for kind, row in rows.items():
+            lines.append(
+                f"  {kind:<31}{row['n']:>5}{_f(row.get('recall@1')):>8}{_f(row.get('bm25 recall@1')):>7}"
+                f"{_f(row.get('recall@5')):>8}{_f(row.get('bm25 recall@5')):>7}{_f(row.get('mrr')):>7}"
+                f"{_f(row.get('bm25 mrr')):>7}{_f(row.get('env_accuracy')):>7}{_f(row.get('rejected')):>7}"
+                f"{_f(row.get('precision@likely')):>7}")
+    lines += ["", "  env = right answer for the env given the right node; <0.5 = no-answer queries scored below 0.5;",
+              "  prec = share of top results scoring >= 0.5 that are the right node (calibration)"]
+    if report["targets"]:
+        lines += ["", "targets (test half, most distractors):"]
+        for name, target in report["targets"].items():
+            lines.append(f"  {'PASS' if target['pass'] else 'FAIL'}  {name:<40} {_f(target['value'])}  (min {target['min']})")
+    for count, items in report["misses"].items():
+        lines += ["", f"dev misses with {int(count):,} distractors: {len(items)}"]
+        for miss in items[:misses]:
+            text = re.sub(r"\s*\n\s*", " ⏎ ", miss["q"])[:110]
+            lines.append(f"  [{miss['kind']}] {miss['at']}: {text}")
+            lines.append(f"      expected {miss['expect']}{' [' + miss['expect_solution'] + ']' if miss['expect_solution'] else ''}")
+            got = "; ".join(f"{i} {s} {m}{' [' + str(sol) + ']' if sol else ''}" for i, s, m, sol in miss["got"]) or "nothing"
+            lines.append(f"      got {got}   bm25: {', '.join(miss['bm25']) or 'nothing'}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distractors", default="0,10000", help="comma-separated distractor counts (default 0,10000)")
+    parser.add_argument("--split", default="dev,test", help="halves to report: dev, test or both (default)")
+    parser.add_argument("--misses", type=int, default=30, help="dev misses to list per run (default 30)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--db", help="database path (default: a temporary directory); must not exist yet")
-    parser.add_argument("--queries", default=str(QUERIES_FILE), help="query file (JSON lines)")
-    parser.add_argument("--kind", action="append", choices=KINDS, help="only these kinds (repeatable)")
     args = parser.parse_args(argv)
-    kinds = set(args.kind) if args.kind else None
-
-    if args.db:
-        figures = asyncio.run(evaluate(args.db, args.queries, kinds))
-    else:
-        with tempfile.TemporaryDirectory(prefix="knowmesh-search-eval-") as directory:
-            figures = asyncio.run(evaluate(Path(directory) / "eval.db", args.queries, kinds))
-    if args.json:
-        print(json.dumps(figures, indent=2, ensure_ascii=False))
-    else:
-        print(render(figures))
+    counts = tuple(int(c) for c in args.distractors.split(","))
+    splits = tuple(s.strip() for s in args.split.split(","))
+    report = evaluate(counts, splits)
+    print(json.dumps(report, indent=1, ensure_ascii=False) if args.json else render(report, args.misses))
     return 0
 
 

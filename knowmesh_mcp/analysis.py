@@ -1,9 +1,11 @@
 """Text analysis shared by indexing and querying: terms, stems, stopwords, synonyms, and the
-decisive line of pasted tool output.
+signature keys of a text.
 
-Indexed text and queries go through the same `term_keys`, so a query word and a document
+Indexed text and queries go through the same `term_key`, so a query word and a document
 word meet exactly when their keys are equal (`installing` and `installed` both become
-`instal`; `mac`, `osx` and `darwin` all become `macos`). Depends only on `normalize`.
+`instal`; `mac`, `osx` and `darwin` all become `macos`). A camel-case identifier is also split
+into its words (`ModuleNotFoundError` is `modulenotfounderror` and `modul`, `not`, `found`,
+`error`), so "module not found" meets it. Depends on `normalize` and `tool_output`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from functools import lru_cache
 import snowballstemmer
 
 from .normalize import normalize_signature
+from .tool_output import decisive_lines
 
 # Unicode letters and digits: the characters FTS5's unicode61 tokenizer keeps in a token, so a
 # term produced here is always a single FTS5 token and can be quoted safely. Longer runs are
 # split into pieces of at most MAX_TERM_LENGTH, alike on the index and the query side.
 MAX_TERM_LENGTH = 64
 _TOKEN = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}", re.UNICODE)
+# The words of a camel-case token: `ModuleNotFoundError`, `ERR_OSSL` stays whole (split on `_` already).
+_CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_MIXED = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")  # a lower-upper step: camel case
 
 SYNONYMS: dict[str, str] = {
     "mac": "macos",
@@ -66,8 +72,18 @@ def term_key(token: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """Lowercase alphanumeric tokens of `text`, each at most MAX_TERM_LENGTH long."""
-    return _TOKEN.findall(text.lower())
+    """Lowercase alphanumeric tokens of `text`, each at most MAX_TERM_LENGTH long; a camel-case
+    token (`ModuleNotFoundError`, `EADDRINUSE` is not one) is followed by its words."""
+    if text.islower() or not _MIXED.search(text):
+        return _TOKEN.findall(text.lower())
+    found = []
+    for token in _TOKEN.findall(text):
+        found.append(token.lower())
+        if _MIXED.search(token):
+            parts = _CAMEL.findall(token)
+            if len(parts) > 1:
+                found.extend(part.lower() for part in parts)
+    return found
 
 
 def index_terms(text: str) -> str:
@@ -89,62 +105,10 @@ def query_terms(text: str, *, drop_stopwords: bool, limit: int = 32) -> list[str
     return list(seen)
 
 
-# -- decisive lines of pasted output --------------------------------------------------------
-
-# Lines that state the error itself, strongest first. Each is a pattern over one stripped line.
-_DECISIVE = [
-    re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|Interrupt|Exit|Failure)\b:?"),  # Python, Java, JS
-    re.compile(r"^(?:error|fatal|panic)(?:\[[A-Za-z]?\d+\])?:", re.IGNORECASE),  # rustc, git, go, gcc
-    re.compile(r"^(?:ERROR|FATAL|PANIC):\s"),  # postgres
-    re.compile(r"^npm (?:ERR!|error) (?:code|errno|\w+Error)"),
-    re.compile(r"^\S+\(\d+,\d+\): error TS\d+:"),  # tsc
-    re.compile(r"^\S+:\d+:\d+: (?:fatal )?error:"),  # gcc, clang
-    re.compile(r"^[\w./\\-]+:\d+(?::\d+)?: \S"),  # go, eslint, make: file:line[:col]: message
-    re.compile(r"\b(?:error|Error|ERROR)\b.*:"),
-    re.compile(r"(?:No such file or directory|Permission denied|not found|command not found|refused|denied)"),
-    re.compile(r"^(?:WARNING|Warning|warning|WARN|npm WARN)\b:?"),  # often names the cause of what follows
-]
-_NOISE = re.compile(
-    r"^(?:\s|at |File \"|Traceback \(most recent call last\)|\^|~|-->|\||=|help:|note:|hint:|goroutine |"
-    r"npm (?:ERR!|error) (?:A complete log|\s*$)|\d+ \|)"
-)
-MAX_LINES = 400
-
-
-def looks_like_error(line: str) -> bool:
-    """True when a line has the shape of tool output rather than of a sentence."""
-    return any(pattern.search(line) for pattern in _DECISIVE)
-
-
-def decisive_lines(text: str, limit: int = 6) -> list[str]:
-    """The lines of pasted output that carry the error, most decisive first.
-
-    A Python traceback ends in its exception line; compilers print `error:` / `error[E…]`
-    first; npm, Postgres and git prefix theirs. Frames, source excerpts, carets and hints
-    are skipped. Single-line input is returned as it is.
-    """
-    lines = [line.strip() for line in text.splitlines()[:MAX_LINES]]
-    lines = [line for line in lines if line]
-    if len(lines) <= 1:
-        return lines
-    ranked: list[tuple[int, int, str]] = []
-    traceback = any(line.startswith("Traceback (most recent call last)") for line in lines)
-    for position, line in enumerate(lines):
-        if _NOISE.match(line) and not _DECISIVE[0].match(line):
-            continue
-        strength = next((rank for rank, pattern in enumerate(_DECISIVE) if pattern.search(line)), None)
-        if strength is None:
-            continue
-        # In a traceback the last exception line is the error; elsewhere the first error wins.
-        order = -position if traceback and strength == 0 else position
-        ranked.append((strength, order, line))
-    ranked.sort()
-    chosen = [line for _, _, line in ranked[:limit]]
-    if chosen:
-        return chosen
-    # Nothing looks like an error: the last lines that are not frames or excerpts.
-    plain = [line for line in lines if not _NOISE.match(line)]
-    return (plain or lines)[-limit:][::-1]
+@lru_cache(maxsize=65536)
+def slug_terms(node_id: str) -> frozenset[str]:
+    """The content-word keys of a node id's slug: what its author named the problem by."""
+    return frozenset(key for key in index_terms(node_id.split("/", 1)[-1]).split() if key not in STOPWORDS)
 
 
 def signature_keys(text: str) -> set[str]:

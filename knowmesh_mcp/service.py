@@ -45,9 +45,9 @@ from .reading import (
     parse_list,
     search_result,
 )
+from .ranking import Candidate, rescore
 from .search import (
     SEARCH_INDEX_VERSION,
-    TIERS,
     QueryPlan,
     find,
     index_row,
@@ -344,35 +344,15 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         machine = parse_env(env) if env and env.strip() else None
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         plan = QueryPlan.of(q)
-        hits = await find(self.store, plan, enough=limit, ecosystem=wanted)
-        # Candidates beyond the page are read too: the ecosystem and environment can reorder them.
-        rows = {row.pk: row for row in await self.store.get_nodes_by_pk([h.pk for h in hits[: max(3 * limit, 15)]])}
-        evidence = await self.store.stats_of([row.id for row in rows.values()])
-        now = datetime.now(UTC)
-        ranked = []
-        for hit in hits:
-            row = rows.get(hit.pk)
-            if row is None:
-                continue
-            result = search_result(
-                row_document=row.document, version=row.version, status=row.status, revision=row.revision,
-                solution_revisions=row.solution_revisions, env=machine, tier=hit.tier,
-                document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
-            )
-            score = hit.score
-            if result["env_score"] is not None:  # a small nudge inside the tier, never across tiers
-                score -= 0.04 * (1 - result["env_score"])
-            mismatch = wanted is not None and row.ecosystem != wanted
-            ranked.append((mismatch, TIERS.index(hit.tier), -score, row.id, result))
-        ranked.sort(key=lambda item: item[:4])
+        ranked = await self.rank_candidates(plan, machine, wanted, depth=max(3 * limit, 15))
         results = []
         ceiling = 1.0
-        for _, _, negative, _, result in ranked[:limit]:
-            ceiling = min(ceiling, -negative)  # scores never increase down the list
+        for candidate, result in ranked[:limit]:
+            ceiling = min(ceiling, candidate.score)  # scores never increase down the list
             result["score"] = round(max(ceiling, 0.0), 4)
             results.append(result)
         envelope: dict[str, Any] = {
-            "query": plan.text,
+            "query": plan.echo,
             "env": machine.to_dict() if machine else None,
             "ecosystem": wanted,
             "limit": limit,
@@ -381,9 +361,37 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         }
         if not results:
             envelope["guidance"] = next_steps.publish_problem(
-                plan.text, plan.lines, wanted or _guess_ecosystem(plan.text, machine), machine.to_dict() if machine else None
+                plan.echo, plan.lines, wanted or _guess_ecosystem(plan.echo, machine), machine.to_dict() if machine else None
             )
         return envelope
+
+    async def rank_candidates(self, plan: QueryPlan, machine: Environment | None, wanted: str | None,
+                              *, depth: int | None) -> list[tuple[Candidate, dict[str, Any]]]:
+        """The best `depth` candidates (all with None) with their result entries, in final order.
+
+        Candidates beyond the page are read too: the environment can reorder them. Then the
+        spec's ecosystem tier: nodes of the asked ecosystem first, relevance order kept inside.
+        """
+        candidates = await find(self.store, plan)
+        shown = candidates if depth is None else candidates[:depth]
+        rows = {row.pk: row for row in await self.store.get_nodes_by_pk([c.pk for c in shown])}
+        evidence = await self.store.stats_of([row.id for row in rows.values()])
+        now = datetime.now(UTC)
+        ranked = []
+        for candidate in shown:
+            row = rows.get(candidate.pk)
+            if row is None:
+                continue
+            result = search_result(
+                row_document=row.document, version=row.version, status=row.status, revision=row.revision,
+                solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
+                document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
+            )
+            rescore(candidate, plan.is_output, result["env_score"])
+            mismatch = wanted is not None and row.ecosystem != wanted
+            ranked.append((mismatch, -candidate.score, row.id, candidate, result))
+        ranked.sort(key=lambda item: item[:3])
+        return [(candidate, result) for *_, candidate, result in ranked]
 
     # -- changes (sync) ----------------------------------------------------------------
 

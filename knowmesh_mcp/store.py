@@ -118,22 +118,33 @@ STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, samp
 
 
 @dataclass(frozen=True)
-class RankingRow:
-    """What search ranking reads of a candidate, without its full text."""
+class CandidateText:
+    """What search ranking reads of a candidate node: its indexed term keys and templates."""
 
     pk: int
-    title_terms: str
-    templates: str  # normalized, one per line
+    id: str
     ecosystem: str
+    title: str  # term keys, as indexed
+    signature: str
+    article: str
+    templates: str  # normalized, one per line
     quoted_values: list[str]
-    rank: float  # the fetching query's BM25 (negative, lower is better); 0.0 when unranked
 
 
-RANKING_COLUMNS = "i.node_pk, i.title_terms, i.templates, n.ecosystem, n.quoted_values"
+CANDIDATE_COLUMNS = "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, n.quoted_values"
 
 
-def _ranking_row(row: Sequence[Any]) -> RankingRow:
-    return RankingRow(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
+def _candidate_text(row: Sequence[Any]) -> CandidateText:
+    return CandidateText(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]))
+
+
+def fts_quote(term: str) -> str:
+    """One FTS5 string: node text and queries never reach MATCH as syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def fts_any(terms: Sequence[str]) -> str:
+    return " OR ".join(map(fts_quote, terms))
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,8 @@ class SearchRow:
     signature: str
     article: str
     template: str
+    grams: str  # templates without placeholders, for the trigram table
+    specific: bool  # the node's id names the error's quoted value: the node is about that value
     signature_hashes: tuple[tuple[str, str], ...]  # (hash, source)
 
 
@@ -518,8 +531,8 @@ class Writer:
             return
         pks = await self._pks([node_id for node_id, _ in rows])
         if not fresh:
-            for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_signatures", "node_pk"),
-                                  ("node_index", "node_pk")):
+            for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_grams", "rowid"),
+                                  ("node_signatures", "node_pk"), ("node_index", "node_pk")):
                 await self.connection.executemany(
                     f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows]
                 )
@@ -532,9 +545,12 @@ class Writer:
             [(pks[i], r.title, r.signature) for i, r in rows],
         )
         await self.connection.executemany(
-            """INSERT OR IGNORE INTO node_signatures (hash, node_pk, source, quoted_values)
-               SELECT ?, pk, ?, quoted_values FROM nodes WHERE pk = ?""",
-            [(digest, source, pks[i]) for i, r in rows for digest, source in r.signature_hashes],
+            "INSERT INTO node_grams (rowid, templates) VALUES (?, ?)", [(pks[i], r.grams) for i, r in rows]
+        )
+        await self.connection.executemany(
+            """INSERT OR IGNORE INTO node_signatures (hash, node_pk, source, quoted_values, specific)
+               SELECT ?, pk, ?, quoted_values, ? FROM nodes WHERE pk = ?""",
+            [(digest, source, int(r.specific), pks[i]) for i, r in rows for digest, source in r.signature_hashes],
         )
         await self.connection.executemany(
             "INSERT INTO node_index (node_pk, templates, title_terms) VALUES (?, ?, ?)",
@@ -669,8 +685,8 @@ class Store:
         self._reader = reader
         self._write_lock = asyncio.Lock()
         self.write_generation = 0  # bumped by every write transaction; caches of derived counts check it
-        self._frequencies: dict[str, int] = {}
-        self._frequency_generation = 0
+        # {grams?: (write generation, {term: nodes holding it})}: see document_frequencies
+        self._frequencies: dict[bool, tuple[int, dict[str, int]]] = {}
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
@@ -785,82 +801,69 @@ class Store:
         )
         return [(row[0], int(row[1]), int(row[2])) for row in rows]
 
-    async def signature_candidates(self, hashes: Sequence[str], quoted: list[str], limit: int) -> list[RankingRow]:
-        """Nodes matched exactly under any of `hashes`, those with the same quoted values first.
+    # -- search channels: each bounded, each returns node pks (ranking happens in search/ranking)
+
+    async def signature_matches(self, hashes: Sequence[str], quoted: Sequence[str], limit: int) -> list[tuple[int, str]]:
+        """(node pk, matched hash) for nodes indexed under any of `hashes`.
 
         A common error shape (`No module named '<*>'`) can match thousands of nodes; only the
-        best `limit` are read.
+        first `limit` are read: those with the query's quoted values, then generic nodes (whose
+        values are examples), then nodes about some other value.
         """
         if not hashes:
             return []
         marks = ",".join("?" * len(hashes))
-        # Same values first, then any; UNION ALL keeps that order and LIMIT stops the scan early.
+        # UNION ALL keeps its arms' order and the inner LIMIT stops the scan early.
         rows = await self._fetchall(
-            f"""SELECT {RANKING_COLUMNS}, 0.0 FROM
-                  (SELECT node_pk AS pk, min(position) AS position FROM
-                     (SELECT node_pk, 0 AS position FROM node_signatures WHERE hash IN ({marks}) AND quoted_values = ?
-                      UNION ALL
-                      SELECT node_pk, 1 FROM node_signatures WHERE hash IN ({marks})
-                      LIMIT ?)
-                   GROUP BY node_pk) AS m
-                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
-                ORDER BY m.position, m.pk LIMIT ?""",
-            [*hashes, json.dumps(quoted, ensure_ascii=False), *hashes, 3 * limit, limit],
+            f"""SELECT node_pk, hash FROM
+                  (SELECT node_pk, hash, 0 AS position FROM node_signatures
+                   WHERE hash IN ({marks}) AND quoted_values = ?
+                   UNION ALL
+                   SELECT node_pk, hash, 1 FROM node_signatures WHERE hash IN ({marks}) AND specific = 0
+                   UNION ALL
+                   SELECT node_pk, hash, 2 FROM node_signatures WHERE hash IN ({marks}) AND specific = 1
+                   LIMIT ?)
+                ORDER BY position""",
+            [*hashes, json.dumps(list(quoted), ensure_ascii=False), *hashes, *hashes, 2 * limit],
         )
-        return [_ranking_row(row) for row in rows]
+        seen: dict[int, str] = {}
+        for pk, hashed in rows:
+            seen.setdefault(pk, hashed)
+        return list(seen.items())[:limit]
 
-    async def every_term_candidates(self, match: str, limit: int, cap: int) -> list[RankingRow]:
-        """Nodes whose title and signature hold every term of `match`, best BM25 first.
-
-        Ranking costs a read of every match, so past `cap` matches the terms are too common
-        to rank by: the first `cap` come back unranked (rank 0) for the caller to order.
-        """
-        matched = await self._fetchall("SELECT rowid FROM node_heads WHERE node_heads MATCH ? LIMIT ?", (match, cap + 1))
-        if len(matched) > cap:
-            rank, limit = "0.0", cap
-        else:
-            rank = "bm25(node_heads, 2.0, 1.0)"
-        # Rank inside the FTS query and join only the rows kept: joining first would read
-        # node_index and nodes for every match.
+    async def term_matches(self, terms: Sequence[str], limit: int, *, heads: bool = False) -> list[int]:
+        """The best BM25 matches of any of `terms`: the full text (title and signature weighted
+        above the article), or with `heads` the title and signature alone."""
+        if not terms:
+            return []
+        table, rank = ("node_heads", "bm25(node_heads, 2.0, 1.0)") if heads else ("node_search", "bm25(node_search, 10.0, 5.0, 1.0)")
         rows = await self._fetchall(
-            f"""SELECT {RANKING_COLUMNS}, m.rank FROM
-                  (SELECT rowid AS pk, {rank} AS rank FROM node_heads WHERE node_heads MATCH ?
-                   ORDER BY rank, rowid LIMIT ?) AS m
-                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
-                ORDER BY m.rank, m.pk""",
-            (match, limit),
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?", (fts_any(terms), limit)
         )
-        return [_ranking_row(row) for row in rows]
+        return [row[0] for row in rows]
 
-    async def any_term_candidates(
-        self, match: str, limit: int, *, ranked: bool = True
-    ) -> list[tuple[RankingRow, str, str]]:
-        """(row, signature keys, article keys) of the best BM25 matches of `match` in the full text.
-
-        Unranked, the first `limit` matches come back (rank 0): for terms so common that
-        ranking would read thousands of rows to order near-identical nodes.
-        """
-        rank = "bm25(node_search, 10.0, 5.0, 1.0)" if ranked else "0.0"
+    async def gram_matches(self, grams: Sequence[str], limit: int) -> list[int]:
+        """The best BM25 matches of any of the trigrams `grams` in the nodes' templates."""
+        if not grams:
+            return []
         rows = await self._fetchall(
-            f"""SELECT {RANKING_COLUMNS}, m.rank, s.signature, s.article FROM
-                  (SELECT rowid AS pk, {rank} AS rank FROM node_search
-                   WHERE node_search MATCH ? ORDER BY rank, rowid LIMIT ?) AS m
-                JOIN node_search s ON s.rowid = m.pk
-                JOIN node_index i ON i.node_pk = m.pk JOIN nodes n ON n.pk = m.pk
-                ORDER BY m.rank, m.pk""",
-            (match, limit),
+            "SELECT rowid FROM node_grams WHERE node_grams MATCH ? ORDER BY bm25(node_grams) LIMIT ?",
+            (fts_any(grams), limit),
         )
-        return [(_ranking_row(row), row[6], row[7]) for row in rows]
+        return [row[0] for row in rows]
 
-    async def indexed_texts(self, pks: Sequence[int]) -> dict[int, tuple[str, str]]:
-        """{pk: (signature keys, article keys)}: the indexed text, for checking term coverage."""
+    async def candidate_texts(self, pks: Sequence[int]) -> list[CandidateText]:
+        """The indexed text of each node in `pks`, in the order given."""
         if not pks:
-            return {}
+            return []
         marks = ",".join("?" * len(pks))
         rows = await self._fetchall(
-            f"SELECT rowid, signature, article FROM node_search WHERE rowid IN ({marks})", list(pks)
+            f"""SELECT {CANDIDATE_COLUMNS} FROM node_index i JOIN nodes n ON n.pk = i.node_pk
+                JOIN node_search s ON s.rowid = i.node_pk WHERE i.node_pk IN ({marks})""",
+            list(pks),
         )
-        return {row[0]: (row[1], row[2]) for row in rows}
+        by_pk = {row[0]: _candidate_text(row) for row in rows}
+        return [by_pk[pk] for pk in pks if pk in by_pk]
 
     async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
         """{node id: its node_stats rows} (nodes without evidence are absent)."""
@@ -1052,23 +1055,31 @@ class Store:
                 return
             after = rows[-1][0]
 
-    async def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many nodes contain each term (absent terms are left out).
+    async def document_frequencies(self, terms: Sequence[str], *, grams: bool = False) -> dict[str, int]:
+        """How many nodes hold each term (or, with `grams`, each template trigram); absent ones are left out.
 
-        Counting walks a term's whole doclist, so counts are cached and the cache is dropped
-        after every write: ranking needs their order of magnitude, and reads far outnumber writes.
+        Counting walks a term's whole doclist, so counts are cached until the next write: ranking
+        needs their order of magnitude, and reads far outnumber writes. The cache is swapped,
+        never cleared in place, and filled only from rows read under the generation it belongs
+        to, so a write during the read cannot leave it half-updated for another request.
         """
-        if self._frequency_generation != self.write_generation:
-            self._frequencies.clear()
-            self._frequency_generation = self.write_generation
-        missing = [term for term in terms if term not in self._frequencies]
+        generation = self.write_generation
+        cache = self._frequencies.get(grams)
+        if cache is None or cache[0] != generation or len(cache[1]) > 100_000:
+            cache = (generation, {})
+            self._frequencies[grams] = cache
+        known = cache[1]
+        found = {term: known[term] for term in terms if term in known}
+        missing = [term for term in dict.fromkeys(terms) if term not in known]
         if missing:
+            vocabulary = "gram_terms" if grams else "search_terms"
             marks = ",".join("?" * len(missing))
-            found = dict(await self._fetchall(f"SELECT term, doc FROM search_terms WHERE term IN ({marks})", missing))
-            if len(self._frequencies) > 100_000:
-                self._frequencies.clear()
-            self._frequencies.update({term: int(found.get(term, 0)) for term in missing})
-        return {term: self._frequencies[term] for term in terms if self._frequencies[term]}
+            counted = dict(await self._fetchall(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", missing))
+            fresh = {term: int(counted.get(term, 0)) for term in missing}
+            found.update(fresh)
+            if self.write_generation == generation:  # else a newer generation owns the cache now
+                known.update(fresh)
+        return {term: count for term, count in found.items() if count}
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")

@@ -89,7 +89,7 @@ CREATE TABLE node_signatures (
     hash          TEXT NOT NULL,
     node_pk       INTEGER NOT NULL REFERENCES nodes (pk),
     source        TEXT NOT NULL CHECK (source IN ('error', 'template', 'alias')),
-    quoted_values TEXT NOT NULL,  -- the node's, copied so the same-values lookup is one index probe
+    quoted_values TEXT NOT NULL, specific INTEGER NOT NULL DEFAULT 0,  -- the node's, copied so the same-values lookup is one index probe
     PRIMARY KEY (hash, node_pk, source)
 ) WITHOUT ROWID;
 
@@ -258,3 +258,12 @@ CREATE TABLE moved_revisions (
 CREATE TRIGGER article_revisions_kept BEFORE DELETE ON article_revisions
 WHEN NOT EXISTS (SELECT 1 FROM moved_revisions WHERE revision_id = OLD.revision_id)
 BEGIN SELECT RAISE(ABORT, 'article_revisions rows are never deleted'); END;
+
+CREATE VIRTUAL TABLE node_grams USING fts5 (
+    templates,
+    tokenize = 'trigram'
+);
+
+CREATE VIRTUAL TABLE gram_terms USING fts5vocab (node_grams, 'row');
+
+CREATE INDEX node_signatures_by_kind ON node_signatures (hash, specific);

@@ -1,0 +1,156 @@
+"""Fit the ranking weights on the development half of the search evaluation.
+
+    python bench/fit_ranking.py [--distractors 10000] [--dry-run]
+
+Runs every dev query (bench/search_eval.py's `split_of`) through the service's own candidate
+ranking (`Service.rank_candidates`, every candidate, its environment fit included) over the
+evaluation corpus with distractors, labels each candidate 1 if it is the query's expected node
+and 0 otherwise (every candidate of a no-answer query is a 0), and fits one logistic regression
+per query type (pasted tool output, prose) by Newton's method with an L2 penalty on the weights.
+The penalty is chosen by five-fold cross-validation over queries (log loss). Pointwise logistic
+regression is the choice because its output is a calibrated probability: "score >= 0.5" then
+means "more likely right than wrong", which a pairwise ranker does not give without a second
+calibration step (docs/decisions.md, "Ranking").
+
+Writes knowmesh_mcp/ranking_weights.json (unless --dry-run) and prints, per model, the weights,
+the chosen penalty, the cross-validated log loss and the dev recall@1 of re-ranking with them.
+The test half is never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import search_eval  # noqa: E402
+
+from knowmesh_mcp.environment import parse_env  # noqa: E402
+from knowmesh_mcp.normalize import canonical_ecosystem  # noqa: E402
+from knowmesh_mcp.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
+from knowmesh_mcp.search import QueryPlan  # noqa: E402
+from knowmesh_mcp.service import Service  # noqa: E402
+
+PENALTIES = (0.01, 0.1, 1.0, 10.0)
+FOLDS = 5
+
+
+async def collect(path: Path, queries: list[dict[str, Any]]) -> dict[str, list[tuple[int, np.ndarray, np.ndarray]]]:
+    """{model: [(query index, features matrix, labels)]} over the given queries."""
+    service = await Service.open(path, seed=False)
+    groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
+    try:
+        for index, query in enumerate(queries):
+            plan = QueryPlan.of(query["q"])
+            machine = parse_env(query["env"]) if query["env"] else None
+            wanted = canonical_ecosystem(query["ecosystem"]) if query["ecosystem"] else None
+            ranked = await service.rank_candidates(plan, machine, wanted, depth=None)
+            if not ranked:
+                continue
+            x = np.array([[c.features[name] for name in FEATURES] for c, _ in ranked])
+            y = np.array([1.0 if r["id"] == query["expect"] else 0.0 for _, r in ranked])
+            groups["output" if plan.is_output else "prose"].append((index, x, y))
+    finally:
+        await service.close()
+    return groups
+
+
+def fit(x: np.ndarray, y: np.ndarray, penalty: float, iterations: int = 50) -> np.ndarray:
+    """Logistic regression by Newton's method; returns [bias, *weights] (the bias is not penalized)."""
+    design = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(design.shape[1])
+    ridge = penalty * np.eye(design.shape[1])
+    ridge[0, 0] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ beta, -30, 30)))
+        gradient = design.T @ (p - y) + ridge @ beta
+        hessian = design.T @ (design * (p * (1 - p))[:, None]) + ridge + 1e-9 * np.eye(len(beta))
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def log_loss(beta: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    p = 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def stacked(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    return np.vstack([x for _, x, _ in items]), np.concatenate([y for _, _, y in items])
+
+
+def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[float, dict[float, float]]:
+    """The penalty with the lowest cross-validated log loss (folds by query, so a query is never split)."""
+    losses = {}
+    for penalty in PENALTIES:
+        total = 0.0
+        for fold in range(FOLDS):
+            train = [item for n, item in enumerate(items) if n % FOLDS != fold]
+            held = [item for n, item in enumerate(items) if n % FOLDS == fold]
+            if not train or not held:
+                continue
+            beta = fit(*stacked(train), penalty)
+            total += log_loss(beta, *stacked(held)) * len(held)
+        losses[penalty] = total / len(items)
+    return min(losses, key=losses.get), losses
+
+
+def recall_at_1(beta: np.ndarray, items: list[tuple[int, np.ndarray, np.ndarray]]) -> float:
+    answerable = [(x, y) for _, x, y in items if y.any()]
+    hits = sum(1 for x, y in answerable if y[int(np.argmax(beta[0] + x @ beta[1:]))] == 1.0)
+    return hits / len(answerable) if answerable else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--distractors", type=int, default=10_000)
+    parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the weights file")
+    args = parser.parse_args(argv)
+    queries = [q for q in search_eval.load_queries() if search_eval.split_of(q) == "dev"]
+    source = search_eval.corpus(args.distractors)
+    with tempfile.TemporaryDirectory(prefix="knowmesh-fit-") as directory:
+        path = Path(directory) / "fit.db"
+        shutil.copy(source, path)
+        groups = asyncio.run(collect(path, queries))
+    fitted: dict[str, Any] = {"models": {}, "fitted": {
+        "method": "logistic regression (Newton, L2 on weights, penalty by 5-fold CV over queries)",
+        "script": "bench/fit_ranking.py", "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "split": "dev", "dev_queries": len(queries), "distractors": args.distractors, "models": {}}}
+    for model, items in sorted(groups.items()):
+        penalty, losses = choose_penalty(items)
+        x, y = stacked(items)
+        beta = fit(x, y, penalty)
+        fitted["models"][model] = {"bias": round(float(beta[0]), 4),
+                                   "weights": {name: round(float(w), 4) for name, w in zip(FEATURES, beta[1:])}}
+        summary = {"queries": len(items), "candidates": int(len(y)), "positives": int(y.sum()),
+                   "penalty": penalty, "cv_log_loss": {str(k): round(v, 5) for k, v in losses.items()},
+                   "dev_recall@1": round(recall_at_1(beta, items), 4)}
+        fitted["fitted"]["models"][model] = summary
+        print(f"{model}: {summary['queries']} queries, {summary['candidates']} candidates, "
+              f"{summary['positives']} right; penalty {penalty} (cv log loss {losses}); "
+              f"dev recall@1 {summary['dev_recall@1']:.3f}")
+        print(f"  bias {beta[0]:+.3f}")
+        for name, weight in sorted(zip(FEATURES, beta[1:]), key=lambda item: -abs(item[1])):
+            print(f"  {name:<20} {weight:+.3f}")
+    if not args.dry_run:
+        WEIGHTS_FILE.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {WEIGHTS_FILE.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
