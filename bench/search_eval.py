@@ -45,6 +45,7 @@ for entry in (str(ROOT), str(HERE), str(HERE / "eval")):
 from check_data import load_queries, thread  # noqa: E402
 
 from knowmesh_mcp import search as search_module  # noqa: E402
+from knowmesh_mcp.analysis import index_terms  # noqa: E402
 from knowmesh_mcp.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
 from knowmesh_mcp.service import Service, load_documents  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
@@ -70,7 +71,7 @@ TARGETS = {
     "no_answer scored < 0.5": ("no_answer", "rejected", 0.90),
     "top >= 0.5 is right": ("all", "precision@likely", 0.95),
 }
-CODE_FILES = ("search.py", "analysis.py", "tool_output.py", "normalize.py", "store.py")
+CODE_FILES = ("search.py", "analysis.py", "tool_output.py", "normalize.py", "store.py")  # what the index is built by
 
 
 def split_of(query: dict[str, Any]) -> str:
@@ -83,21 +84,39 @@ def split_of(query: dict[str, Any]) -> str:
 # --- corpus --------------------------------------------------------------------------------
 
 
+def _templates(text: str) -> set[str]:
+    return {normalize_signature(line) for line in decisive_lines(text)[:3]}
+
+
 def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """`count` synthetic nodes, none of them a right answer to a query."""
+    """`count` synthetic nodes, none of them a right answer to a query.
+
+    A synthetic node is a right answer when it is the query's error (or its expected node's
+    error) and everything it is about (its values, the words of its id beyond the error's own)
+    is named by the query: `No module named 'torch'` for "pip can't find torch". Such nodes are
+    left out; nodes of the same shape about other values stay (they make a corpus confusable).
+    """
     from synthetic import Corpus
 
-    named: dict[str, set[str]] = defaultdict(set)  # normalized decisive line -> the query's words
+    starter = {raw["id"]: raw for _, raw in load_documents([store_dir() / "starter"])}
+    named: dict[str, set[str]] = defaultdict(set)  # template -> the words of queries that have it
     for query in queries:
-        words = set(re.findall(r"[^\W_]+", query["q"].lower()))
-        for line in decisive_lines(query["q"]):
-            named[normalize_signature(line)] |= words
+        words = set(index_terms(query["q"]).split())
+        shapes = _templates(query["q"])
+        expected = starter.get(query["expect"] or "")
+        if expected:
+            for text in [expected["signature"]["error"], *expected["signature"].get("aliases", [])]:
+                shapes |= _templates(text)
+        for shape in shapes:
+            named[shape] |= words
     chosen = []
     for index, document, _ in Corpus(7).generate(count * 2):
-        main = normalize_signature((decisive_lines(document["signature"]["error"]) or [""])[0])
-        values = {w for value in quoted_values(document["signature"]["error"]) for w in re.findall(r"[^\W_]+", value)}
-        if main in named and values & named[main]:
-            continue  # the same error with a value the query names: a right answer, not a distractor
+        shapes = _templates(document["signature"]["error"])
+        template_words = {w for shape in shapes for w in index_terms(shape).split()}
+        identity = set(index_terms(" ".join(quoted_values(document["signature"]["error"]))).split())
+        identity |= set(index_terms(document["id"].split("/", 1)[1]).split()) - template_words
+        if any(identity & named[shape] for shape in shapes if shape in named):
+            continue
         chosen.append((f"synthetic:{index}", document))
         if len(chosen) == count:
             break

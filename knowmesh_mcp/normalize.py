@@ -15,7 +15,7 @@ import hashlib
 import re
 from functools import lru_cache
 
-NORMALIZER_VERSION = 1
+NORMALIZER_VERSION = 2
 
 ECOSYSTEM_ALIASES: dict[str, str] = {
     "py": "python",
@@ -90,6 +90,36 @@ _QUOTED = re.compile(
     r"|‘[^\"`‘’“\n]*’"
     r"|“[^\"`‘“”\n]*”"
 )
+# Bare values: names some tools print without quotes where others quote them (the command a
+# shell did not find, the identifier Go calls undefined, the class Java could not load). They
+# are values like quoted ones: replaced by '<*>' and reported by `quoted_values`. A name is a run
+# of non-space characters without quotes, colons or placeholder brackets, so a quoted value
+# (`$'\r': command not found`, the CRLF node) is never taken for one.
+_NAME = r"[^\s'\"`‘’“”<>:]+"
+_BARE_VALUES = (
+    re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE),  # bash x: command not found
+    re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE),  # zsh: command not found: x
+    re.compile(rf"(?<=unknown command: )(?P<v>{_NAME})(?=$)", re.MULTILINE),  # fish: Unknown command: x
+    re.compile(r"(?<=\bundefined: )(?P<v>[\w.$]+)(?![\w.$'\"`])"),  # go: undefined: x
+    re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)"),  # go 1.20+: declared and not used: x
+    re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)"),  # go < 1.20: x declared and not used
+    re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])"),  # java: could not find or load main class x
+)
+# Shells word "command not found" differently; one canonical form makes them one signature:
+# `bash: x: …`, `./run.sh: line 3: x: …`, `sh: 1: x: not found`, `zsh: command not found: x`.
+_SHELL_NOT_FOUND = re.compile(
+    r"^(?:[^\s'\"`:]+: )*(?:line <n>: )?'<\*>': (?:command )?not found$"
+    r"|^(?:[^\s'\"`:]+: )?(?:command not found|unknown command): '<\*>'$",
+    re.MULTILINE,
+)
+
+
+def _replace_bare(text: str) -> str:
+    for rule in _BARE_VALUES:
+        text = rule.sub("'<*>'", text)
+    return text
+
+
 # Caret and tilde underlines (Python 3.11+, Rust) whose length follows the value above them.
 _CARETS = re.compile(r"[\^~]{2,}")
 # Rust's dash underlines (`-----`), standing alone between spaces.
@@ -190,6 +220,7 @@ def normalize_signature(text: str) -> str:
     text = _clean(text)
     text = _QUOTED.sub(_replace_quoted, text)
     text = text.replace("\r", "\n")
+    text = _replace_bare(text)
     # Each guard is a character the pattern cannot match without: skipping is only for speed.
     if "^" in text or "~" in text:
         text = _CARETS.sub("^", text)
@@ -214,7 +245,10 @@ def normalize_signature(text: str) -> str:
         text = _VERSION.sub("<ver>", text)
         text = _NUMBER.sub(_replace_number, text)
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
-    return "\n".join(line for line in lines if line)
+    text = "\n".join(line for line in lines if line)
+    if "not found" in text or "unknown command" in text:
+        text = _SHELL_NOT_FOUND.sub("'<*>': command not found", text)
+    return text
 
 
 def quoted_values(text: str) -> list[str]:
@@ -222,10 +256,15 @@ def quoted_values(text: str) -> list[str]:
 
     They are exactly the values `normalize_signature` replaced with `'<*>'`, found the same
     way, without the quote characters and otherwise untouched (a CR inside `‘bash\\r’` is
-    kept). Together with the signature hash they tell a duplicate (same error, same value)
+    kept); bare values (`bash: nvm: command not found`) are among them. Together with the signature hash they tell a duplicate (same error, same value)
     from a sibling (same error shape, a different module).
     """
-    return [m.group(0)[1:-1] for m in _QUOTED.finditer(_clean(text))]
+    cleaned = _clean(text)
+    found = [(m.start(), m.group(0)[1:-1]) for m in _QUOTED.finditer(cleaned)]
+    bare = _QUOTED.sub(lambda m: " " * len(m.group(0)), cleaned).replace("\r", "\n")  # same offsets, no quotes
+    for rule in _BARE_VALUES:
+        found += [(m.start(), m.group("v")) for m in rule.finditer(bare)]
+    return [value for _, value in sorted(found)]
 
 
 def signature_hash(text: str) -> str:

@@ -32,6 +32,7 @@ FEATURES = (
     "signature_other",  # only a later decisive line does
     "values_named",  # the node is about its quoted value (its id names it) and the query names it too
     "values_conflict",  # the node is about its value, the query names other values and not that one
+    "generic_match",  # a decisive line hashed equal and the node is not about one value: the error itself
     "slug_missing",  # share of the words of the node's id that the query lacks (what the node is about)
     "first_title",  # BM25 of the first decisive line's terms in the node's title, as a share of the most possible
     "first_signature",  # ... in its signature (error, aliases, environment)
@@ -39,6 +40,7 @@ FEATURES = (
     "input_heads",  # BM25 of the whole input's terms in title and signature, as a share of the most possible
     "input_all",  # ... in the whole node (fields weighted as the term channel weighs them)
     "input_best",  # input_all relative to the best candidate of this query
+    "flat_best",  # plain BM25 of the whole input over the node as one field, relative to the best candidate
     "template_coverage",  # share of the node's best template's terms the query holds
     "similarity",  # rapidfuzz token-set similarity of the first line (or the words) to a template (or the title)
     "words_heads",  # prose: BM25 share of its content words in title and signature
@@ -108,20 +110,23 @@ def _template_terms(templates: str) -> tuple[frozenset[str], ...]:
 
 @lru_cache(maxsize=16384)
 def _value_keys(values: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(key for value in values for key in index_terms(value).split())
+    """The term keys of a node's values that can name what it is about (paths and URLs cannot)."""
+    return frozenset(key for value in values if not any(c in value for c in "/\\ ")
+                     for key in index_terms(value).split())
 
 
 @dataclass
 class _Fields:
     """A candidate's indexed fields as term counts: title, signature, article."""
 
-    counts: tuple[Counter[str], Counter[str], Counter[str]]
-    lengths: tuple[int, int, int]
+    counts: tuple[Counter[str], Counter[str], Counter[str], Counter[str]]  # the last: all three as one
+    lengths: tuple[int, int, int, int]
 
     @classmethod
     def of(cls, text: CandidateText) -> _Fields:
-        fields = (text.title.split(), text.signature.split(), text.article.split())
-        return cls(tuple(Counter(f) for f in fields), tuple(len(f) for f in fields))  # type: ignore[arg-type]
+        fields = [Counter(text.title.split()), Counter(text.signature.split()), Counter(text.article.split())]
+        fields.append(fields[0] + fields[1] + fields[2])
+        return cls(tuple(fields), tuple(c.total() for c in fields))  # type: ignore[arg-type]
 
 
 def _bm25(terms: tuple[str, ...] | list[str], fields: _Fields, field: int, average: float,
@@ -160,6 +165,7 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
         "signature_other": 1.0 if candidate.matched_lines and not first_line else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
         "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
+        "generic_match": 1.0 if candidate.matched_lines and not specific else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
         "first_title": _bm25(terms.first, fields, 0, averages[0], idf),
         "first_signature": _bm25(terms.first, fields, 1, averages[1], idf),
@@ -167,6 +173,7 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
         "input_heads": _weighted(asked, fields, averages, idf, (0, 1)),
         "input_all": _weighted(asked, fields, averages, idf, (0, 1, 2)),
         "input_best": 0.0,  # set once every candidate's input_all is known
+        "flat_best": _bm25(asked, fields, 3, averages[3], idf),  # made relative below
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "similarity": similarity / 100.0,
         "words_heads": _weighted(terms.words, fields, averages, idf, (0, 1)),
@@ -216,12 +223,14 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
         if is_output or candidate.match != "fuzzy":
             kept.append(candidate)
     fields = [_Fields.of(c.text) for c in kept]
-    averages = [max(sum(f.lengths[i] for f in fields) / len(fields), 1.0) if fields else 1.0 for i in range(3)]
+    averages = [max(sum(f.lengths[i] for f in fields) / len(fields), 1.0) if fields else 1.0 for i in range(4)]
     for candidate, field in zip(kept, fields):
         candidate.features = features_of(candidate, field, averages, is_output, mains, terms, idf, asked)
     best = max((c.features["input_all"] for c in kept), default=0.0)
+    flat = max((c.features["flat_best"] for c in kept), default=0.0)
     for candidate in kept:
         candidate.features["input_best"] = candidate.features["input_all"] / best if best else 0.0
+        candidate.features["flat_best"] = candidate.features["flat_best"] / flat if flat else 0.0
         candidate.score = score(candidate.features, is_output)
     kept.sort(key=lambda c: (-c.score, c.pk))
     return kept

@@ -22,6 +22,7 @@ text and queries are untrusted: the store quotes every term it puts into MATCH.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store
 from .tool_output import Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 6
+SEARCH_INDEX_VERSION = 7
 MAX_QUERY_CHARS = 1 << 20  # 1 MiB of text is read; what is searched is bounded below
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -71,7 +72,9 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         hashes.update((digest(key), "template") for key in signature_keys(template))
     for alias in signature.get("aliases", []):
         hashes.update((digest(key), "alias") for key in signature_keys(alias))
-    parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", [])]
+    alternatives = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in content.get("alternatives", [])]
+    parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", []),
+             *content.get("failed_attempts", []), *alternatives]
     for solution in content["solutions"]:
         parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution.get("env", []),
                   *solution["fix"], solution["verify"]["command"]]
@@ -81,7 +84,7 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     templates = [normalize_signature(error_lines[0])]
     templates += [normalize_signature((decisive_lines(alias) or [alias])[0]) for alias in signature.get("aliases", [])]
     templates = list(dict.fromkeys(t for t in templates if t))
-    values = set(_value_terms(quoted_values(signature["error"])))
+    values = set(_naming_values(quoted_values(signature["error"])))
     return SearchRow(
         title=index_terms(document["title"]),
         signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
@@ -92,6 +95,11 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         specific=bool(values & slug_terms(document["id"])),
         signature_hashes=tuple(sorted(hashes)),
     )
+
+
+def _naming_values(values: list[str]) -> list[str]:
+    """The term keys of values that can name what a node is about (paths and URLs cannot)."""
+    return [key for value in values if not any(c in value for c in "/\\ ") for key in index_terms(value).split()]
 
 
 def _value_terms(values: list[str]) -> list[str]:

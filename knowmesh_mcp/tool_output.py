@@ -42,32 +42,46 @@ _PREFIX = re.compile(
       | ::(?:error|warning|notice|debug)[^:\n]*::       # workflow commands: ::error file=x::
       | \[?\d{4}[-/]\d\d[-/]\d\d(?:[T\s]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?)?(?:Z|\s?[+-]\d\d:?\d\d|\s?UTC)?\]?:?(?=\s)  # ISO / Go log time
       | \[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s)           # time of day: 10:00:01.123
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s[\w.-]+:\d+\]   # klog (kubelet, kubectl -v): E0831 04:12:41.86 3570 x.go:157]
       | \#\d+\s(?:\d+\.\d+\s)?                           # BuildKit: '#12 0.915 '
       | (?:app|heroku)\[[\w.-]+\]:(?=\s)                  # Heroku: app[web.1]:
       | [A-Za-z][\w.-]*\s+\|(?=\s|$)                     # compose: 'web-1  | '
+      | [│┃╎║]                                           # box drawing (rich, Collision tracebacks)
+      | \*\*(?=\S)                                        # Markdown bold around a pasted line
       | [E>](?=\s{2,}\S)                                 # pytest: 'E   ' and '>   ' columns
-      | >(?=\s|$)                                        # quoting
+      | >(?=\s|$)                                        # quoting, Gradle's nesting
       | \[(?:INFO|DEBUG|TRACE|WARN|WARNING|ERROR|ERR|FATAL|SEVERE|CRITICAL|stderr|stdout)\](?=\s)  # log levels in brackets
       | (?:stderr|stdout|remote):(?=\s)                  # stream names
+      | (?:npm|gyp|yarn)\s(?:ERR!|error)(?=\s|$)         # npm's and node-gyp's line labels (npm 6: ERR!, npm 7+: error)
+      | (?:\d+\s)+(?=(?:error|verbose|silly|info|http|timing|warn)\s)  # npm-debug.log line counters
+      | (?:verbose|silly)\s(?:stack\s)?                   # npm-debug.log levels below warn
+      | stack\s(?=\S*(?:Error|Exception))                # gyp ERR! stack Error: ...
+      | @+\s+(?=\S)                                       # ssh's banner: '@  WARNING: ... @'
+
     )+""",
     re.VERBOSE,
 )
+# Prefixes that say the line is an error line (a CI annotation, a log level, klog's E/F).
+_ERROR_LEVEL = re.compile(r"^\s*(?:\#\#\[error\]|::error|\[(?:ERROR|ERR|FATAL|SEVERE|CRITICAL)\]|[EF]\d{4}\s\d\d:)")
 
 # Cause lines, by rank. Each pattern is searched in the line without its prefixes.
 _EXCEPTION = re.compile(
     r"^(?:Caused by:\s*|Exception in thread \"[^\"]*\"\s*|Uncaught\s+|Unhandled\s+(?:exception|rejection):?\s*)?"
-    r"(?:[\w$]+[.:]{1,2})*(?:[A-Z]\w*)?(?:Error|Exception|Exit|Failure|Fault|Interrupt|Panic|Warning)\b(?::|$)"
+    r"(?:[\w$]+[.:]{1,2})*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Failure|Fault|Interrupt|Panic)|[A-Z]\w+Warning)\b"
+    r"(?::|$| \[[A-Z][A-Z_]+\]:)"
     r"|^(?:panic|fatal error|thread '[^']*' panicked at)\b"
-    r"|^(?:\S+\s*:\s*)?(?:error|warning)\s*\[?[A-Z]{1,6}\d{3,5}\]?:"  # error[E0382]: error TS2307: error NU1101: CS0246
-    r"|^npm (?:ERR!|error) (?:code|errno) [A-Z]"
+    r"|^(?:\S+\s*:\s*)?(?:error|warning)(?::\s*|\s*\[?)[A-Z]{1,6}\d{3,5}\]?:"  # error[E0382]: error TS2307: error: GH001:
+    r"|^[A-Z]{2,6}\d{3,5}:\s"  # TS2307: (a code of its own)
     r"|^(?:Error|error): [A-Z][A-Z_]{3,}\b"  # Error: EACCES ..., Error: ENOENT
+    r"|\((?:[A-Z]\w*::)*[A-Z]\w*(?:Error|Exception)\)$"  # Ruby: message (LoadError)
+    r"|^WARNING: (?:REMOTE HOST IDENTIFICATION HAS CHANGED|POSSIBLE DNS SPOOFING)"  # ssh: the cause, not a warning
 )
 _ERROR = re.compile(
     r"^(?:[Ee]rror|[Ff]atal|panic|failure|critical)(?:\[\w+\])?\s*:"  # git fatal:, rustc error:, cargo
     r"|^(?:ERROR|FATAL|PANIC)\b"  # postgres ERROR:  ..., ERROR ...
     r"|^\S+:\d+:(?:\d+:)?\s"  # file:line[:col]: message (go build, gcc, eslint, make)
     r"|^\S+\(\d+,\d+\):\s"  # tsc, MSBuild file(line,col): message
-    r"|^Error from server\b|^Error response from daemon\b"
+    r"|^Error from server\b|^Error response from daemon\b|^! \[(?:remote )?rejected\]|are too open\.?$|not installed\?$"
     r"|^[\w./@+-]+:\s+(?:[\w./-]+:\s+)?(?:line \d+:\s+)?\S.*"  # tool: message (bash: x: command not found, sed: 1: ...)
     r"(?:not found|denied|refused|invalid|No such|cannot|can't|unable|failed|error|unknown|missing|not a|does not)"
 )
@@ -77,37 +91,58 @@ _PHRASE = re.compile(
     r"unsupported|Unsupported|not supported|missing|Missing|does not exist|doesn't exist|not exist|Killed|killed|"
     r"out of memory|Out of memory|OOM|no space left|timed out|timeout|Timeout|BackOff|Evicted|mismatch|conflict|"
     r"incompatible|Incompatible|not allowed|forbidden|Forbidden|Unauthorized|unauthorized|segmentation|Segmentation|"
-    r"aborted|Aborted|corrupt|unexpected|Unexpected|unrecognized|Unrecognized|requires|required|deprecated"
+    r"aborted|Aborted|corrupt|unexpected|Unexpected|unrecognized|Unrecognized|requires|required|deprecated|"
+    r"too many|too long|not defined|does not match|doesn't match|only supports|can only|returned \d{3}\b|HTTP [45]\d\d\b|"
+    r"checking for .*\.\.\. (?:-+ )?no$"
 )
-_WARNING = re.compile(r"^(?:WARNING|Warning|warning|WARN|warn|npm WARN|DeprecationWarning)\b")
+_WARNING = re.compile(r"^(?:WARNING|Warning|warning|WARN|warn|npm WARN|DeprecationWarning|\S+ WARN)\b"
+                      r"|^(?:error )?code E[A-Z0-9]+$")  # npm's `code EACCES` line: a label, the message follows
+_WARNING_INSIDE = re.compile(r"\b(?:[A-Z]\w*Warning|[Ww]arning|WARN(?:ING)?)\b:")  # file:line: UserWarning: ...
 
 # Wrapper lines: a tool saying that something below it failed, naming no cause. They are kept
 # (a log holding nothing else is still searched by them) but rank after every cause.
 _WRAPPER = re.compile(
     r"did not complete successfully|Process completed with exit code|[Ee]xited with (?:exit )?(?:code|status)"
     r"|returned a non-zero code|non-zero exit (?:status|code)|exit status \d+\s*$|[Ee]xit code:? \d+\s*$"
-    r"|^make(?:\[\d+\])?: \*\*\* .*Error \d+|^npm (?:ERR!|error) (?:A complete log|Log files|code ELIFECYCLE|errno \d"
-    r"|Exit status|Failed at the|This is probably not a problem|command failed|\s*$)"
-    r"|error Command failed with exit code|subprocess-exited-with-error|metadata-generation-failed"
+    r"|failed with exit code \d+|^make(?:\[\d+\])?: \*\*\* .*Error \d+"
+    r"|^(?:A complete log|Log files|code ELIFECYCLE|errno \d|Exit status|Failed at the|This is probably not a problem"
+    r"|command failed|If you need help, you may report)"
+    r"|^error Command failed with exit code|subprocess-exited-with-error|metadata-generation-failed"
     r"|This error originates from a subprocess|Encountered error while|^× |^╰─>|^FAILURE: Build failed"
-    r"|^BUILD FAILED|^Build FAILED|^error: could not compile|Job failed|^ERROR: Job failed"
-    r"|^=+ .*\b(?:failed|passed|error|errors)\b.* in [\d.]+s|short test summary info|^Interrupted: \d+ error"
+    r"|^BUILD FAILED|^Build FAILED|^error: could not compile|^error: failed to compile|Job failed|^ERROR: Job failed"
+    r"|^error: failed to run custom build command|^=+ .*\b(?:failed|passed|error|errors)\b.* in [\d.]+s"
+    r"|short test summary info|^Interrupted: \d+ error"
     r"|^!+ .* !+$|^\*\* BUILD FAILED|^\d+ (?:Warning|Error)\(s\)|^Error: Process completed|^Command failed:"
-    r"|^ERROR (?:collecting )?\S+$|^ELIFECYCLE|^\[ERROR\] (?:-> \[Help|Re-run Maven|For more information|To see the full stack)"
-    r"|^(?:ERROR: )?failed to solve: process .* did not complete"
+    r"|^ELIFECYCLE|^(?:\[ERROR\] )?(?:-> \[Help|Re-run Maven|For more information|To see the full stack)"
+    r"|^(?:ERROR: )?failed to solve: process .* did not complete|^ERROR (?:collecting )?\S+$"
+    r"|Lifecycle(?:Execution)?Exception|MojoExecutionException|MojoFailureException"
+    r"|^Execution failed for task|^Could not resolve all (?:files|dependencies|artifacts) for|^A problem occurred"
+    r"|^fatal: Could not read from remote repository|^Please make sure you have the correct access rights"
+    r"|^error: failed to push some refs|^ERROR: Encountered errors while bringing up|chart\(s\) linted"
+    r"|Failed to build gem native extension|and Bundler cannot continue|extconf\.rb failed|^Error installing \S+:$"
+    r"|Your requirements could not be resolved to an installable set|^Module build failed"
+    r"|^(?:Warning: )?Docker build failed with exit code|^(?:build|configure) error$|^not ok$"
 )
 # Lines that are never the error: frames, excerpts, carets, hints, separators, progress.
 _NOISE = re.compile(
     r"^(?:at |File \"|File ~|Cell In\[|Traceback \(most recent call last\)|\^|~|-->|\||=+$|-+$|_+|help:|note:|hint:|"
-    r"^\S+:\d+: in \S+$|^[=_-]{3,} .* [=_-]{3,}$|goroutine |\d+ \||-*> ?\d+ |\d+\s{2,}|\.\.\. \d+ more|in <module>|#\d+ \[|#\d+ (?:DONE|CACHED|sha256)|"
+    r"\S+:\d+: in \S+$|[=_-]{3,} .* [=_-]{3,}$|goroutine |\d+ \||-*> ?\d+ |\d+\s{2,}|\.\.\. \d+ more|in <module>|"
+    r"#\d+ \[|#\d+ (?:DONE|CACHED|sha256)|raise \w|NB:|\w+: '.*',?$|"
+    r"error (?:Darwin|Linux|Windows_NT|argv|node\s+v|npm\s+v|cwd|code$)|error: (?:Trace|See http)|[#\w-]*error[#\w-]*$|"
+    r"(?:System|command|cwd|node -v|node-gyp -v) |"
     r"Traceback:$|\* Try:|\* Get more help|Run with --|BUILD SUCCESSFUL|Downloading|Collecting|Requirement already)"
 )
-# What a sentence never holds and tool output often does: a path, a URL, a quoted value, an id.
-_VALUE_PLACEHOLDER = re.compile(r"<(?:path|url|\*|hex|addr|uuid|ts|ip)>")
-# A header whose next line is the cause (Gradle's `* What went wrong:`, Python's chains).
-_CAUSE_FOLLOWS = re.compile(r"^\* What went wrong:|^What went wrong:")
+# A line whose next non-wrapper line is the cause: Gradle's `* What went wrong:`, webpack's
+# `ERROR in <file>`, npm's `Could not resolve dependency:`, an exception named alone on its line
+# (Laravel's Collision), a Rust panic whose message starts on the next line.
+_CAUSE_FOLLOWS = re.compile(
+    r"^\* What went wrong:|^What went wrong:|^ERROR in \S|^Could not resolve dependency:$"
+    r"|^(?:[A-Z]\w*\\)*[A-Z]\w*(?:Exception|Error)$|panicked at '$"
+)
 # pytest's one-line summaries carry the exception after ' - ': 'FAILED t.py::test - KeyError: 1'.
 _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) \S+ - (.+)$")
+# What a sentence never holds and tool output often does: a path, a URL, a quoted value, an id.
+_VALUE_PLACEHOLDER = re.compile(r"<(?:path|url|\*|hex|addr|uuid|ts|ip)>")
 # Substrings, lowercase, of every line a cause or wrapper pattern can match: long input is
 # prefiltered with them (plain `str.find`, no regex) before any line is judged.
 KEYWORDS = ("err", "fail", "fatal", "panic", "exception", "denied", "refused", "not found", "cannot", "can't",
@@ -115,7 +150,9 @@ KEYWORDS = ("err", "fail", "fatal", "panic", "exception", "denied", "refused", "
             "out of memory", "no space", "timed out", "timeout", "backoff", "evicted", "unsupported", "not supported",
             "exit code", "exit status", "caused by", "went wrong", "warn", "traceback", "mismatch", "conflict",
             "forbidden", "unauthorized", "segmentation", "abort", "unexpected", "unrecognized", "incompatible",
-            "not allowed", "requires", "required", "corrupt", "oom", "fault")
+            "not allowed", "requires", "required", "corrupt", "oom", "fault", "too many", "not defined",
+            "does not match", "only supports", "can only", "returned", "http ", "checking for", "panicked",
+            "too long", "too open", "not installed", "host identification")
 
 
 @dataclass(frozen=True)
@@ -166,15 +203,10 @@ def judge(text: str) -> int:
     if _WARNING.match(text):
         return WARNING
     if _ERROR.search(text):
-        return ERROR
+        return WARNING if _WARNING_INSIDE.search(text) and "rror" not in text else ERROR
     if _PHRASE.search(text):
         return PHRASE
     return CONTEXT
-
-
-def looks_like_output(text: str) -> bool:
-    """True when one line has the shape of tool output rather than of a sentence."""
-    return judge(strip_prefixes(text)) in (EXCEPTION, ERROR, WRAPPER)
 
 
 def _keyword_positions(text: str, lines: list[str]) -> list[int]:
@@ -220,14 +252,16 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
         stripped[position] = line
         if not line:
             continue
-        if _CAUSE_FOLLOWS.match(line):
+        if _CAUSE_FOLLOWS.search(line):
             cause_next = True
             continue
         summary = _PYTEST_SUMMARY.match(line)
         if summary:
             line = summary.group(1)
         rank = judge(line)
-        if cause_next:
+        if rank in (PHRASE, CONTEXT) and _ERROR_LEVEL.match(raw_lines[position]):
+            rank = ERROR  # the tool marked it an error line
+        if cause_next and rank != WRAPPER:
             rank, cause_next = min(rank, ERROR), False
         order = -position if traceback and rank == EXCEPTION else position
         judged.append((rank, order, position, line))

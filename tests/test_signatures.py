@@ -166,7 +166,7 @@ EXACT = [
         "panic: runtime error: index out of range [<n>] with length <n>\ngoroutine <n> [running]:\n"
         "main.main()\n<path>:<n> +<addr>\nexit status 2",
     ),
-    ("./main.go:8:2: undefined: foo", "<path>:<n>:<n>: undefined: foo"),
+    ("./main.go:8:2: undefined: foo", "<path>:<n>:<n>: undefined: '<*>'"),
     ('./main.go:4:2: imported and not used: "fmt"', '<path>:<n>:<n>: imported and not used: "<*>"'),
     # Rust
     (
@@ -376,7 +376,6 @@ DIFFERENT = [
     ("AxiosError: Request failed with status code 404", "AxiosError: Request failed with status code 500"),
     ('process "/bin/sh -c npm ci" did not complete successfully: exit code: 137',
      'process "/bin/sh -c npm ci" did not complete successfully: exit code: 1'),
-    ("./main.go:8:2: undefined: foo", "./main.go:8:2: undefined: bar"),
     ("npm ERR! code ERESOLVE", "npm ERR! code E404"),
     ("/usr/bin/env: ‘bash\r’: No such file or directory", "/usr/bin/env: ‘bash\r’: Permission denied"),
     # the quoted value goes, the text around it stays
@@ -476,9 +475,39 @@ def test_empty_and_blank_input() -> None:
     assert normalize_signature(f"{ESC}[0m") == ""
 
 
-def test_normalizer_version_is_one() -> None:
-    # Nothing is stored yet; bump it (and migrate stored hashes) on any output change later.
-    assert NORMALIZER_VERSION == 1
+def test_normalizer_version_is_two() -> None:
+    # 2: bare values and one form of "command not found". Bump it on any output change; the
+    # service recomputes stored hashes when it opens a database normalized by another version.
+    assert NORMALIZER_VERSION == 2
+
+
+BARE = [
+    # (one wording, another wording of the same error, the value both name)
+    ("bash: nvm: command not found", "zsh: command not found: nvm", "nvm"),
+    ("./deploy.sh: line 12: python: command not found", "sh: 1: python: not found", "python"),
+    ("fish: Unknown command: brew", "-bash: brew: command not found", "brew"),
+    ("./main.go:8:2: undefined: parseConfig", "internal/x.go:120:14: undefined: loadUsers", None),
+    ("./x.go:3:2: declared and not used: count", "./y.go:9:6: declared and not used: total", None),
+    ("Error: Could not find or load main class com.example.App", "Error: Could not find or load main class Main", None),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "value"), BARE, ids=[a[:30] for a, _, _ in BARE])
+def test_bare_values_are_values(a: str, b: str, value: str | None) -> None:
+    """Unquoted names tools print where others quote them normalize away and are reported as values."""
+    assert normalize_signature(a) == normalize_signature(b)
+    assert "'<*>'" in normalize_signature(a)
+    if value:
+        assert quoted_values(a) == quoted_values(b) == [value]
+    else:
+        assert quoted_values(a) != quoted_values(b) and len(quoted_values(a)) == 1
+
+
+def test_a_quoted_value_is_never_a_bare_one() -> None:
+    # The CR of a CRLF script is a different error from a missing command.
+    crlf = "./build.sh: line 2: $'\\r': command not found"
+    assert normalize_signature(crlf) != normalize_signature("bash: nvm: command not found")
+    assert quoted_values(crlf) == ["\\r"]
 
 
 def test_signature_hash_is_sha256_hex_of_the_normalized_form() -> None:

@@ -118,8 +118,9 @@ def problems() -> list[str]:
         if not all(isinstance(fixture.get(k), str) for k in ("source", "text", "decisive")):
             found.append(f"{where}: source, text and decisive are required strings")
             continue
-        if fixture["decisive"] not in fixture["text"]:
-            found.append(f"{where}: decisive is not a substring of text")
+        for wanted in [fixture["decisive"], *fixture.get("also", [])]:
+            if wanted not in fixture["text"]:
+                found.append(f"{where}: {wanted!r} is not a substring of text")
         if thread(fixture["source"]) in query_threads:
             found.append(f"{where}: thread {fixture['source']} is also a query ({query_threads[thread(fixture['source'])]})")
     return found
