@@ -115,8 +115,8 @@ def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, d
         template_words = {w for shape in shapes for w in index_terms(shape).split()}
         identity = set(index_terms(" ".join(quoted_values(document["signature"]["error"]))).split())
         identity |= set(index_terms(document["id"].split("/", 1)[1]).split()) - template_words
-        if any(identity & named[shape] for shape in shapes if shape in named):
-            continue
+        if any(identity <= named[shape] for shape in shapes if shape in named):
+            continue  # the same error, about nothing the query does not name: a right answer
         chosen.append((f"synthetic:{index}", document))
         if len(chosen) == count:
             break
@@ -129,7 +129,7 @@ def _corpus_key(distractors: int) -> str:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for name in CODE_FILES:
         digest.update((ROOT / "knowmesh_mcp" / name).read_bytes())
-    digest.update((HERE / "synthetic.py").read_bytes())
+    digest.update((HERE / "synthetic.py").read_bytes() + Path(__file__).read_bytes())
     digest.update(hashlib.sha256("".join(q["q"] for q in load_queries()).encode()).digest())
     return digest.hexdigest()[:12]
 

@@ -11,6 +11,7 @@ into its words (`ModuleNotFoundError` is `modulenotfounderror` and `modul`, `not
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 import snowballstemmer
@@ -103,6 +104,37 @@ def query_terms(text: str, *, drop_stopwords: bool, limit: int = 32) -> list[str
             if len(seen) == limit:
                 break
     return list(seen)
+
+
+# Words that name an ecosystem or one of its tools: "maven" in a question means java, `npm ERR!`
+# in output means node. Kept as term keys, so they meet query terms directly.
+_ECOSYSTEM_WORDS = {
+    "python": "python pip pip3 pytest venv virtualenv conda jupyter ipython notebook traceback modulenotfounderror "
+              "importerror setuptools poetry uv pypi django flask",
+    "node": "node nodejs npm npx yarn pnpm jest webpack vite eslint express react",
+    "typescript": "typescript tsc tsconfig ts",
+    "java": "java javac jvm jdk jre maven mvn gradle gradlew kotlin spring",
+    "go": "go golang goroutine gopath goroot gofmt",
+    "rust": "rust rustc cargo crate crates rustup",
+    "docker": "docker dockerfile compose buildkit buildx container containers",
+    "kubernetes": "kubernetes k8s kubectl kubelet pod pods helm minikube kubeconfig",
+    "git": "git github gitlab bitbucket",
+    "shell": "bash zsh shell sh ssh fish",
+    "postgres": "postgres postgresql psql pg libpq",
+    "dotnet": "dotnet nuget msbuild csproj csharp",
+    "ruby": "ruby gem gems bundler bundle rails rake",
+    "php": "php composer laravel artisan",
+    "make": "makefile gmake",
+}
+ECOSYSTEM_WORDS: dict[str, frozenset[str]] = {
+    ecosystem: frozenset(term_key(word) for word in words.split()) for ecosystem, words in _ECOSYSTEM_WORDS.items()
+}
+
+
+def named_ecosystems(terms: Iterable[str]) -> frozenset[str]:
+    """The ecosystems whose names or tools are among `terms` (term keys)."""
+    present = set(terms)
+    return frozenset(ecosystem for ecosystem, words in ECOSYSTEM_WORDS.items() if words & present)
 
 
 @lru_cache(maxsize=65536)

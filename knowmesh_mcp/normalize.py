@@ -95,7 +95,7 @@ _QUOTED = re.compile(
 # are values like quoted ones: replaced by '<*>' and reported by `quoted_values`. A name is a run
 # of non-space characters without quotes, colons or placeholder brackets, so a quoted value
 # (`$'\r': command not found`, the CRLF node) is never taken for one.
-_NAME = r"[^\s'\"`‘’“”<>:]+"
+_NAME = r"[^\s'\"`‘’“”<>:,;()]*[^\s'\"`‘’“”<>:,;().]"  # a sentence's final full stop is not part of it
 _BARE_VALUES = (
     re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE),  # bash x: command not found
     re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE),  # zsh: command not found: x
@@ -104,6 +104,27 @@ _BARE_VALUES = (
     re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)"),  # go 1.20+: declared and not used: x
     re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)"),  # go < 1.20: x declared and not used
     re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])"),  # java: could not find or load main class x
+    re.compile(r"(?<=\bpackage )(?P<v>[\w.]+)(?= does not exist\b)"),  # javac: package x does not exist
+    re.compile(r"(?<=\bcould not find )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),  # gradle coordinates
+    re.compile(r"(?<=\bcould not find artifact )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),  # maven coordinates
+    re.compile(r"(?<=\bclassnotfoundexception: )(?P<v>[\w.$/]+)(?![\w.$/])"),  # java classes
+    re.compile(r"(?<=\bnoclassdeffounderror: )(?P<v>[\w.$/]+)(?![\w.$/])"),
+    re.compile(r"(?<=\bno module named )(?P<v>[a-z_][\w.]*)(?![\w.'\"`])"),  # python 2: no module named x
+    re.compile(rf"(?<=\bno matching distribution found for )(?P<v>{_NAME})"),  # pip
+    re.compile(rf"(?<=\bsatisfies the requirement )(?P<v>{_NAME})"),  # pip: could not find a version that ...
+    re.compile(rf"(?<=\bsrc refspec )(?P<v>{_NAME})(?= does not match any)"),  # git push
+    re.compile(rf"(?<=\bcouldn't find remote ref )(?P<v>{_NAME})"),  # git pull
+    re.compile(rf"(?<=\bcould not resolve host: )(?P<v>{_NAME})"),  # git, curl
+    re.compile(rf"(?<=\bmanifest for )(?P<v>{_NAME}(?::{_NAME})?)(?= not found)"),  # docker pull
+    re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)"),  # docker pull
+    re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)"),  # docker
+    re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})"),
+    re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})"),  # go
+    re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)"),  # go
+    re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})"),  # ruby
+    re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))"),  # php
+    re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)"),  # pip: the script x is installed in
+    re.compile(r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)"),  # pip
 )
 # Shells word "command not found" differently; one canonical form makes them one signature:
 # `bash: x: …`, `./run.sh: line 3: x: …`, `sh: 1: x: not found`, `zsh: command not found: x`.
@@ -176,8 +197,11 @@ _VERSION = re.compile(r"(?:(?<![\w.>])v)?(?<![\d.])\d+(?:\.\d+){1,3}(?:[-+.]?[a-
 # lengths, pids; digits glued to a unit (`12ms`) too. Digits after a letter are part of a name
 # or an error code (E0382, sha256, x86_64) and stay. HTTP status and process exit codes are the
 # error's identity (404 vs 500, 137 = killed) and stay after "status code" / "exit code" /
-# "exit status".
-_NUMBER = re.compile(r"(\b(?:(?:status|exit)[^\S\n]+code|exit[^\S\n]+status)[^\S\n]*:?[^\S\n]*)?(?<!\w)\d+")
+# "exit status" (also docker's "exited with code 137" and "Exited (137)").
+_NUMBER = re.compile(
+    r"(\b(?:(?:status|exit)[^\S\n]+code|exit[^\S\n]+status|exited[^\S\n]+with[^\S\n]+code|exited[^\S\n]*\()"
+    r"[^\S\n]*:?[^\S\n]*)?(?<!\w)\d+"
+)
 # Runs of horizontal whitespace (tabs, NBSP, Unicode spaces) become one space.
 _SPACES = re.compile(r"[^\S\n]+")
 

@@ -42,13 +42,17 @@ FEATURES = (
     "input_best",  # input_all relative to the best candidate of this query
     "flat_best",  # plain BM25 of the whole input over the node as one field, relative to the best candidate
     "template_coverage",  # share of the node's best template's terms the query holds
+    "line_coverage",  # share of the first decisive line's terms the node's best template holds
+    "template_ratio",  # rapidfuzz ratio (in order) of a decisive line to the node's closest template
     "similarity",  # rapidfuzz token-set similarity of the first line (or the words) to a template (or the title)
     "words_heads",  # prose: BM25 share of its content words in title and signature
     "words_all",  # prose: ... in the whole node
+    "ecosystem_named",  # the query names the node's ecosystem or one of its tools ("maven", `npm ERR!`)
+    "ecosystem_other",  # the query names other ecosystems and not the node's
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
 )
 # BM25's usual constants (Robertson); lengths are relative to the query's own candidates.
-K1, B = 1.2, 0.75
+K1, B = 1.2, 0.0  # B: swept 0.75, 0.3, 0 on the dev half (docs/decisions.md, "Ranking"): 0 ranks best
 FIELD_WEIGHTS = (10.0, 5.0, 1.0)  # title, signature, article: as the term channel ranks them
 NEUTRAL_ENV = 0.5
 
@@ -62,6 +66,7 @@ class QueryTerms:
     context: tuple[str, ...]  # the rest of the input (bounded)
     words: tuple[str, ...]  # prose: content words (stopwords dropped); empty for tool output
     values: tuple[str, ...]  # the quoted values of the decisive lines
+    ecosystems: frozenset[str] = frozenset()  # ecosystems the query names (by name or tool)
 
 
 @dataclass
@@ -155,6 +160,7 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
     specific = _value_keys(tuple(text.quoted_values)) & slug  # a generic node's values are examples
     first_line = candidate.matched_lines & {-1, 0}
     templates = _template_terms(text.templates)
+    first = set(terms.first)
     asked = [*terms.decisive, *terms.context]
     if is_output:
         similarity = max((fuzz.token_set_ratio(mains[0], t) for t in text.templates.split("\n")), default=0.0)
@@ -175,9 +181,14 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
         "input_best": 0.0,  # set once every candidate's input_all is known
         "flat_best": _bm25(asked, fields, 3, averages[3], idf),  # made relative below
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
+        "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
+        "template_ratio": max((fuzz.ratio(line, t) for line in mains[:3] for t in text.templates.split("\n")),
+                              default=0.0) / 100.0 if is_output else 0.0,
         "similarity": similarity / 100.0,
         "words_heads": _weighted(terms.words, fields, averages, idf, (0, 1)),
         "words_all": _weighted(terms.words, fields, averages, idf, (0, 1, 2)),
+        "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
+        "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,
         "env_fit": NEUTRAL_ENV,
     }
 

@@ -23,12 +23,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rapidfuzz import fuzz
 
-from .analysis import PLACEHOLDERS, STOPWORDS, index_terms, query_terms, signature_keys, slug_terms, term_key, tokens
+from .analysis import (
+    PLACEHOLDERS,
+    STOPWORDS,
+    index_terms,
+    named_ecosystems,
+    query_terms,
+    signature_keys,
+    slug_terms,
+    term_key,
+    tokens,
+)
 from .normalize import normalize_signature, quoted_values
 from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store
@@ -47,8 +57,8 @@ SIGNATURE_LIMIT = 40
 TERMS_LIMIT = 30
 HEADS_LIMIT = 20
 GRAMS_LIMIT = 20
-TERM_BUDGET = 2000  # summed document frequency of the terms one channel query ORs
-GRAM_BUDGET = 4000
+TERM_BUDGET = 8000  # summed document frequency of the terms one channel query ORs
+GRAM_BUDGET = 16000
 
 
 def digest(key: str) -> str:
@@ -108,12 +118,12 @@ def _value_terms(values: list[str]) -> list[str]:
 
 def _input_terms(lines: list[str], known: list[str]) -> list[str]:
     """Distinct term keys of the input's lines beyond `known`, longest first (longer words are
-    rarer), numbers and placeholders left out, at most MAX_INPUT_TERMS in all."""
+    rarer), numbers (but three-digit codes) and placeholders left out, at most MAX_INPUT_TERMS in all."""
     seen = set(known)
     found: dict[str, int] = {}
     for line in lines:
         for token in tokens(line):
-            if token.isdigit() or token in PLACEHOLDERS:
+            if (token.isdigit() and len(token) != 3) or token in PLACEHOLDERS:  # 3 digits: exit and HTTP codes
                 continue
             key = term_key(token)
             if key not in seen and key not in found:
@@ -180,6 +190,7 @@ class QueryPlan:
             words=words,
             values=tuple(_value_terms(all_quoted)),
         )
+        terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]))
         return cls(text=text, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted), terms=terms)
 
 

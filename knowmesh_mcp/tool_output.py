@@ -123,6 +123,7 @@ _WRAPPER = re.compile(
     r"|Your requirements could not be resolved to an installable set|^Module build failed"
     r"|^(?:Warning: )?Docker build failed with exit code|^(?:build|configure) error$|^not ok$"
 )
+_SIGNAL_EXIT = re.compile(r"\b(?:code|status)\b\D{0,3}\b(?:126|127|134|137|139|143)\b|\((?:126|127|134|137|139|143)\)")
 # Lines that are never the error: frames, excerpts, carets, hints, separators, progress.
 _NOISE = re.compile(
     r"^(?:at |File \"|File ~|Cell In\[|Traceback \(most recent call last\)|\^|~|-->|\||=+$|-+$|_+|help:|note:|hint:|"
@@ -195,7 +196,8 @@ def judge(text: str) -> int:
     if not text:
         return CONTEXT
     if _WRAPPER.search(text):
-        return WRAPPER
+        # An exit code past 125 is itself a cause: not executable, not found, killed, crashed, terminated.
+        return PHRASE if _SIGNAL_EXIT.search(text) else WRAPPER
     if _NOISE.match(text) and not _EXCEPTION.match(text):
         return CONTEXT
     if _EXCEPTION.search(text):
