@@ -123,6 +123,7 @@ _BARE_VALUES = (
     re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)"),  # go
     re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})"),  # ruby
     re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))"),  # php
+    re.compile(rf"(?<=\benv: )(?P<v>{_NAME})(?=: no such file or directory)"),  # env: python: No such file ...
     re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)"),  # pip: the script x is installed in
     re.compile(r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)"),  # pip
 )

@@ -32,7 +32,8 @@ FEATURES = (
     "signature_other",  # only a later decisive line does
     "values_named",  # the node is about its quoted value (its id names it) and the query names it too
     "values_conflict",  # the node is about its value, the query names other values and not that one
-    "generic_match",  # a decisive line hashed equal and the node is not about one value: the error itself
+    "generic_match",  # the input or its first decisive line hashed equal and the node is not about one value
+    "wrapper_match",  # only wrapper lines hashed equal ("did not complete successfully: exit code: 1")
     "slug_missing",  # share of the words of the node's id that the query lacks (what the node is about)
     "first_title",  # BM25 of the first decisive line's terms in the node's title, as a share of the most possible
     "first_signature",  # ... in its signature (error, aliases, environment)
@@ -67,6 +68,7 @@ class QueryTerms:
     words: tuple[str, ...]  # prose: content words (stopwords dropped); empty for tool output
     values: tuple[str, ...]  # the quoted values of the decisive lines
     ecosystems: frozenset[str] = frozenset()  # ecosystems the query names (by name or tool)
+    wrappers: frozenset[int] = frozenset()  # decisive lines that are wrapper lines
 
 
 @dataclass
@@ -171,7 +173,8 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
         "signature_other": 1.0 if candidate.matched_lines and not first_line else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
         "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
-        "generic_match": 1.0 if candidate.matched_lines and not specific else 0.0,
+        "generic_match": 1.0 if first_line and not specific else 0.0,
+        "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
         "first_title": _bm25(terms.first, fields, 0, averages[0], idf),
         "first_signature": _bm25(terms.first, fields, 1, averages[1], idf),

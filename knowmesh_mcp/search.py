@@ -42,7 +42,7 @@ from .analysis import (
 from .normalize import normalize_signature, quoted_values
 from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store
-from .tool_output import Scan, decisive_lines, scan
+from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
 SEARCH_INDEX_VERSION = 7
 MAX_QUERY_CHARS = 1 << 20  # 1 MiB of text is read; what is searched is bounded below
@@ -169,9 +169,9 @@ class QueryPlan:
         lines = read.lines or [text.strip()]
         mains = tuple(normalize_signature(line) for line in lines)
         hashes: dict[str, int] = {}
-        if len(text) <= WHOLE_KEY_CHARS:
-            for key in signature_keys(text):
-                hashes.setdefault(digest(key), -1)
+        whole = normalize_signature(text) if len(text) <= WHOLE_KEY_CHARS else ""
+        if whole:
+            hashes[digest(whole)] = -1
         for position, main in enumerate(mains):
             if main:
                 hashes.setdefault(digest(main), position)
@@ -190,7 +190,8 @@ class QueryPlan:
             words=words,
             values=tuple(_value_terms(all_quoted)),
         )
-        terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]))
+        terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
+                        wrappers=frozenset(i for i, line in enumerate(read.decisive) if line.rank == WRAPPER))
         return cls(text=text, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted), terms=terms)
 
 
