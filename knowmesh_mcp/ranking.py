@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rapidfuzz import fuzz
 
-from .analysis import index_terms, query_terms, slug_terms
 from .store import CandidateText
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
@@ -34,6 +33,7 @@ FEATURES = (
     "values_conflict",  # the node is about its value, the query names other values and not that one
     "generic_match",  # the input or its first decisive line hashed equal and the node is not about one value
     "wrapper_match",  # only wrapper lines hashed equal ("did not complete successfully: exit code: 1")
+    "value_shape_conflict",  # the first line's values and the node's error's differ in shape (a path, a name)
     "slug_missing",  # share of the words of the node's id that the query lacks (what the node is about)
     "first_title",  # BM25 of the first decisive line's terms in the node's title, as a share of the most possible
     "first_signature",  # ... in its signature (error, aliases, environment)
@@ -52,9 +52,6 @@ FEATURES = (
     "ecosystem_other",  # the query names other ecosystems and not the node's
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
 )
-# BM25's usual constants (Robertson); lengths are relative to the query's own candidates.
-K1, B = 1.2, 0.0  # B: swept 0.75, 0.3, 0 on the dev half (docs/decisions.md, "Ranking"): 0 ranks best
-FIELD_WEIGHTS = (10.0, 5.0, 1.0)  # title, signature, article: as the term channel ranks them
 NEUTRAL_ENV = 0.5
 
 
@@ -69,6 +66,7 @@ class QueryTerms:
     values: tuple[str, ...]  # the quoted values of the decisive lines
     ecosystems: frozenset[str] = frozenset()  # ecosystems the query names (by name or tool)
     wrappers: frozenset[int] = frozenset()  # decisive lines that are wrapper lines
+    shapes: str = ""  # "path"/"name" of each value of the first decisive line
 
 
 @dataclass
@@ -110,64 +108,64 @@ def score(features: dict[str, float], is_output: bool) -> float:
     return models()["output" if is_output else "prose"].probability(features)
 
 
-@lru_cache(maxsize=16384)  # a node's templates are judged again for every query that fetches it
-def _template_terms(templates: str) -> tuple[frozenset[str], ...]:
-    return tuple(frozenset(query_terms(t, drop_stopwords=False)) for t in templates.split("\n") if t)
+class _Query:
+    """What every candidate of one query is measured against, computed once per query."""
+
+    def __init__(self, is_output: bool, mains: tuple[str, ...], terms: QueryTerms, idf: dict[str, float]):
+        self.is_output = is_output
+        self.mains = mains
+        self.terms = terms
+        self.idf = idf
+        self.first = frozenset(terms.first)
+        self.asked = frozenset(terms.decisive) | frozenset(terms.context)
+        self.words = frozenset(terms.words)
+        self.everything = self.asked | self.words
+        self.universe = self.everything | self.first
+        self.totals = {name: sum(idf[t] for t in group) or 1.0
+                       for name, group in (("first", self.first), ("asked", self.asked), ("words", self.words))}
+        self.phrase = " ".join(terms.words)
+
+    def weights(self, counts: Counter[str]) -> dict[str, float]:
+        """{query term the field holds: its BM25 weight there} (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
+        idf = self.idf
+        return {t: idf[t] * _SATURATION[min(counts[t], 20)] for t in self.universe & counts.keys()}
+
+    def merged(self, counts: tuple[Counter[str], ...], held: set[str]) -> dict[str, float]:
+        """Weights as `weights` gives them for the three fields read as one text."""
+        idf = self.idf
+        return {t: idf[t] * _SATURATION[min(sum(c.get(t, 0) for c in counts), 20)] for t in held}
+
+    def share(self, group: str, weights: dict[str, float]) -> float:
+        """BM25 of a term group in one field, as a share of what holding each of its terms once scores."""
+        found = getattr(self, group) & weights.keys()
+        return sum(map(weights.__getitem__, found)) / self.totals[group] if found else 0.0
+
+_SATURATION = [count * 2.2 / (count + 1.2) for count in range(21)]  # BM25's tf part, k1 = 1.2
 
 
-@lru_cache(maxsize=16384)
-def _value_keys(values: tuple[str, ...]) -> frozenset[str]:
-    """The term keys of a node's values that can name what it is about (paths and URLs cannot)."""
-    return frozenset(key for value in values if not any(c in value for c in "/\\ ")
-                     for key in index_terms(value).split())
-
-
-@dataclass
-class _Fields:
-    """A candidate's indexed fields as term counts: title, signature, article."""
-
-    counts: tuple[Counter[str], Counter[str], Counter[str], Counter[str]]  # the last: all three as one
-    lengths: tuple[int, int, int, int]
-
-    @classmethod
-    def of(cls, text: CandidateText) -> _Fields:
-        fields = [Counter(text.title.split()), Counter(text.signature.split()), Counter(text.article.split())]
-        fields.append(fields[0] + fields[1] + fields[2])
-        return cls(tuple(fields), tuple(c.total() for c in fields))  # type: ignore[arg-type]
-
-
-def _bm25(terms: tuple[str, ...] | list[str], fields: _Fields, field: int, average: float,
-          idf: dict[str, float]) -> float:
-    """BM25 of `terms` in one field, as a share of what a field of average length holding each once scores."""
-    most = sum(idf[t] for t in terms)
-    if not most:
-        return 0.0
-    counts = fields.counts[field]
-    norm = K1 * (1 - B + B * fields.lengths[field] / average)
-    got = sum(idf[t] * c * (K1 + 1) / (c + norm) for t in terms if (c := counts.get(t)))
-    return min(got / most, 2.0)
-
-
-def _weighted(terms: tuple[str, ...] | list[str], fields: _Fields, averages: list[float], idf: dict[str, float],
-              which: tuple[int, ...]) -> float:
-    total = sum(FIELD_WEIGHTS[f] for f in which)
-    return sum(FIELD_WEIGHTS[f] * _bm25(terms, fields, f, averages[f], idf) for f in which) / total
-
-
-def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is_output: bool, mains: tuple[str, ...],
-                terms: QueryTerms, idf: dict[str, float], everything: set[str]) -> dict[str, float]:
-    """The features of one candidate (env_fit neutral; `rescore` sets it once the answer is chosen)."""
+def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], set[str], set[str]]:
+    """The features of one candidate (env_fit neutral until `rescore`), and the query terms its heads and
+    whole text hold."""
     text = candidate.text
-    slug = slug_terms(text.id)
-    specific = _value_keys(tuple(text.quoted_values)) & slug  # a generic node's values are examples
+    terms = query.terms
+    universe = query.universe
+    counts = (Counter(text.title.split()), Counter(text.signature.split()), Counter(text.article.split()))
+    weights = tuple(query.weights(c) for c in counts)
+    title, signature, article = (set(w) for w in weights)
+    asked = [query.share("asked", w) for w in weights]
+    words = [query.share("words", w) for w in weights] if query.words else [0.0, 0.0, 0.0]
+    slug = frozenset(text.slug_terms.split())
+    specific = frozenset(text.value_terms.split()) & slug  # a generic node's values are examples
     first_line = candidate.matched_lines & {-1, 0}
-    templates = _template_terms(text.templates)
-    first = set(terms.first)
-    asked = [*terms.decisive, *terms.context]
-    if is_output:
-        similarity = max((fuzz.token_set_ratio(mains[0], t) for t in text.templates.split("\n")), default=0.0)
+    templates = [frozenset(line.split()) for line in text.template_terms.split("\n")]
+    everything = query.everything
+    raw_templates = text.templates.split("\n")
+    if query.is_output:
+        similarity = max((fuzz.token_set_ratio(query.mains[0], t) for t in raw_templates), default=0.0)
+        ratio = max((fuzz.ratio(line, t) for line in query.mains[:3] for t in raw_templates), default=0.0)
     else:
-        similarity = fuzz.token_set_ratio(" ".join(terms.words), text.title)
+        similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
+    first = query.first
     return {
         "signature_first": 1.0 if first_line else 0.0,
         "signature_other": 1.0 if candidate.matched_lines and not first_line else 0.0,
@@ -175,28 +173,28 @@ def features_of(candidate: Candidate, fields: _Fields, averages: list[float], is
         "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
         "generic_match": 1.0 if first_line and not specific else 0.0,
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
+        "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
-        "first_title": _bm25(terms.first, fields, 0, averages[0], idf),
-        "first_signature": _bm25(terms.first, fields, 1, averages[1], idf),
-        "first_article": _bm25(terms.first, fields, 2, averages[2], idf),
-        "input_heads": _weighted(asked, fields, averages, idf, (0, 1)),
-        "input_all": _weighted(asked, fields, averages, idf, (0, 1, 2)),
+        "first_title": query.share("first", weights[0]),
+        "first_signature": query.share("first", weights[1]),
+        "first_article": query.share("first", weights[2]),
+        "input_heads": (10 * asked[0] + 5 * asked[1]) / 15,  # fields weighted as the term channel weighs them
+        "input_all": (10 * asked[0] + 5 * asked[1] + asked[2]) / 16,
         "input_best": 0.0,  # set once every candidate's input_all is known
-        "flat_best": _bm25(asked, fields, 3, averages[3], idf),  # made relative below
+        "flat_best": query.share("asked", query.merged(counts, title | signature | article)),  # made relative below
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
-        "template_ratio": max((fuzz.ratio(line, t) for line in mains[:3] for t in text.templates.split("\n")),
-                              default=0.0) / 100.0 if is_output else 0.0,
+        "template_ratio": ratio / 100.0,
         "similarity": similarity / 100.0,
-        "words_heads": _weighted(terms.words, fields, averages, idf, (0, 1)),
-        "words_all": _weighted(terms.words, fields, averages, idf, (0, 1, 2)),
+        "words_heads": (10 * words[0] + 5 * words[1]) / 15,
+        "words_all": (10 * words[0] + 5 * words[1] + words[2]) / 16,
         "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
         "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,
         "env_fit": NEUTRAL_ENV,
-    }
+    }, title | signature, title | signature | article
 
 
-def _match(candidate: Candidate, is_output: bool, terms: QueryTerms) -> str:
+def _match(candidate: Candidate, is_output: bool, terms: QueryTerms, heads: set[str], held: set[str]) -> str:
     """The strongest evidence, named as the spec's tiers.
 
     `signature`: a hash was equal; `all_terms`: the node's title and signature hold every term
@@ -205,17 +203,10 @@ def _match(candidate: Candidate, is_output: bool, terms: QueryTerms) -> str:
     """
     if candidate.matched_lines:
         return "signature"
-    text = candidate.text
-    heads = f" {text.title} {text.signature} "
-    held = f"{heads}{text.article} "
-
-    def found(asked: tuple[str, ...], within: str) -> int:
-        return sum(1 for t in asked if f" {t} " in within)
-
-    if terms.first and found(terms.first, heads) == len(terms.first):
+    if terms.first and heads.issuperset(terms.first):
         return "all_terms"
     asked = terms.first if is_output else terms.words
-    if asked and 2 * found(asked, held) >= len(asked):
+    if asked and 2 * len(held.intersection(asked)) >= len(set(asked)):
         return "most_terms"
     return "fuzzy"
 
@@ -231,15 +222,13 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
     rarest = math.log(1 + (total + 0.5) / 0.5)
     idf = {t: math.log(1 + (total - frequencies[t] + 0.5) / (frequencies[t] + 0.5)) if t in frequencies else rarest
            for t in asked | set(terms.first)}
+    query = _Query(is_output, mains, terms, idf)
     kept = []
     for candidate in candidates:
-        candidate.match = _match(candidate, is_output, terms)
+        candidate.features, heads, held = features_of(candidate, query)
+        candidate.match = _match(candidate, is_output, terms, heads, held)
         if is_output or candidate.match != "fuzzy":
             kept.append(candidate)
-    fields = [_Fields.of(c.text) for c in kept]
-    averages = [max(sum(f.lengths[i] for f in fields) / len(fields), 1.0) if fields else 1.0 for i in range(4)]
-    for candidate, field in zip(kept, fields):
-        candidate.features = features_of(candidate, field, averages, is_output, mains, terms, idf, asked)
     best = max((c.features["input_all"] for c in kept), default=0.0)
     flat = max((c.features["flat_best"] for c in kept), default=0.0)
     for candidate in kept:

@@ -41,10 +41,10 @@ from .analysis import (
 )
 from .normalize import normalize_signature, quoted_values
 from .ranking import Candidate, QueryTerms, rank
-from .store import SearchRow, Store
+from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 7
+SEARCH_INDEX_VERSION = 9
 MAX_QUERY_CHARS = 1 << 20  # 1 MiB of text is read; what is searched is bounded below
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -53,12 +53,12 @@ MAX_OR_TERMS = 16  # terms of one BM25 channel query
 MAX_GRAMS = 24  # trigrams of the fuzzy channel query
 # Channel sizes and frequency budgets: how many rows each channel may read. See docs/decisions.md
 # ("Search channels") for the candidate recall they were chosen by.
-SIGNATURE_LIMIT = 40
-TERMS_LIMIT = 30
-HEADS_LIMIT = 20
-GRAMS_LIMIT = 20
-TERM_BUDGET = 8000  # summed document frequency of the terms one channel query ORs
-GRAM_BUDGET = 16000
+SIGNATURE_LIMIT = 20
+TERMS_LIMIT = 20
+HEADS_LIMIT = 12
+GRAMS_LIMIT = 8
+RANK_BUDGET = 1000  # nodes a ranked channel query may match (ranking reads each one)
+EVERY_TERMS = 3  # when even the rarest term is common: nodes holding two of this many rarest terms
 
 
 def digest(key: str) -> str:
@@ -95,16 +95,26 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     templates += [normalize_signature((decisive_lines(alias) or [alias])[0]) for alias in signature.get("aliases", [])]
     templates = list(dict.fromkeys(t for t in templates if t))
     values = set(_naming_values(quoted_values(signature["error"])))
+    slug = slug_terms(document["id"])
     return SearchRow(
         title=index_terms(document["title"]),
         signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
                                          *signature.get("environment", [])])),
         article=index_terms("\n".join(part for part in parts if part)),
         template="\n".join(templates),
+        template_terms="\n".join(" ".join(query_terms(t, drop_stopwords=False)) for t in templates),
+        slug_terms=" ".join(sorted(slug)),
+        value_terms=" ".join(sorted(values)),
+        value_shapes=value_shapes(quoted_values((decisive_lines(signature["error"]) or [signature["error"]])[0])),
         grams="\n".join(_without_placeholders(t) for t in templates),
-        specific=bool(values & slug_terms(document["id"])),
+        specific=bool(values & slug),
         signature_hashes=tuple(sorted(hashes)),
     )
+
+
+def value_shapes(values: list[str] | tuple[str, ...]) -> str:
+    """ "path" or "name" for each value: a missing file is not a missing package."""
+    return " ".join("path" if "/" in v or "\\" in v or v.startswith(".") else "name" for v in values)
 
 
 def _naming_values(values: list[str]) -> list[str]:
@@ -189,49 +199,56 @@ class QueryPlan:
             context=tuple(_input_terms(context, decisive)),
             words=words,
             values=tuple(_value_terms(all_quoted)),
+            shapes=value_shapes(quoted),
         )
         terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
                         wrappers=frozenset(i for i, line in enumerate(read.decisive) if line.rank == WRAPPER))
         return cls(text=text, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted), terms=terms)
 
 
-def _budgeted(terms: list[str], frequencies: dict[str, int], budget: int, cap: int) -> list[str]:
-    """The rarest terms whose summed frequency fits `budget` (always the rarest one)."""
+def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[str, int], limit: int,
+                  cap: int) -> TermQuery:
+    """The cheapest query that finds the nodes sharing the query's rarest terms.
+
+    Nodes holding any of the rarest terms, when there are at most `limit` of them: all of them,
+    unranked. Else, when the rarest terms match at most RANK_BUDGET nodes: those ranked by BM25
+    (ranking reads every match). Else the rarest term alone is common: the nodes holding at least
+    two of the rarest few terms, which are fewer and relevant, unranked.
+    """
+    present = sorted((t for t in dict.fromkeys(terms) if t in frequencies), key=lambda t: frequencies[t])
     chosen: list[str] = []
     spent = 0
-    for term in sorted((t for t in terms if t in frequencies), key=lambda t: frequencies[t]):
-        if chosen and (spent + frequencies[term] > budget or len(chosen) == cap):
+    for term in present[:cap]:
+        if spent + frequencies[term] > RANK_BUDGET:
             break
         chosen.append(term)
         spent += frequencies[term]
-    return chosen
+    if chosen or not present:
+        return TermQuery(channel, table, chosen, limit, ranked=spent > limit)
+    return TermQuery(channel, table, present[:EVERY_TERMS], limit, every=len(present) > 1)
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     """Every candidate of every channel, scored and ordered best first (environment not yet known)."""
     terms = plan.terms
-    searched = list(dict.fromkeys([*terms.decisive, *terms.context, *terms.words]))
-    frequencies = await store.document_frequencies(searched)
+    grams = _grams(plan.mains[0] if plan.is_output else " ".join(terms.words))
+    frequencies, gram_frequencies = await store.document_frequencies(
+        [*terms.decisive, *terms.context, *terms.words], grams)
     total = max(await store.indexed_node_count(), 1)
+    whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
+    heads = list(terms.decisive) if plan.is_output else list(terms.words)
+    queries = [
+        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS),
+        channel_query("heads", "heads", heads, frequencies, HEADS_LIMIT, MAX_OR_TERMS),
+        channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS),
+    ]
+    by_hash = dict(plan.hashes)
     channels: dict[int, set[str]] = {}
     matched_lines: dict[int, set[int]] = {}
-    by_hash = dict(plan.hashes)
-
-    def found(pks: list[int], channel: str) -> None:
-        for pk in pks:
-            channels.setdefault(pk, set()).add(channel)
-
-    for pk, hashed in await store.signature_matches([h for h, _ in plan.hashes], plan.quoted, SIGNATURE_LIMIT):
-        found([pk], "signature")
-        matched_lines.setdefault(pk, set()).add(by_hash[hashed])
-    whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
-    found(await store.term_matches(_budgeted(whole, frequencies, TERM_BUDGET, MAX_OR_TERMS), TERMS_LIMIT), "terms")
-    heads = list(terms.decisive) if plan.is_output else list(terms.words)
-    found(await store.term_matches(_budgeted(heads, frequencies, TERM_BUDGET, MAX_OR_TERMS), HEADS_LIMIT, heads=True),
-          "heads")
-    grams = _grams(plan.mains[0] if plan.is_output else " ".join(terms.words))
-    gram_frequencies = await store.document_frequencies(grams, grams=True)
-    found(await store.gram_matches(_budgeted(grams, gram_frequencies, GRAM_BUDGET, MAX_GRAMS), GRAMS_LIMIT), "grams")
+    for channel, pk, hashed in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT, queries):
+        channels.setdefault(pk, set()).add(channel)
+        if hashed is not None:
+            matched_lines.setdefault(pk, set()).add(by_hash[hashed])
     texts = await store.candidate_texts(list(channels))
     candidates = [Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())))
                   for text in texts]
@@ -248,8 +265,9 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     main = normalize_signature((decisive_lines(document["signature"]["error"]) or [document["signature"]["error"]])[0])
     words = query_terms(f"{document['title']}\n{document['signature']['error']}", drop_stopwords=True)
     words = [w for w in words if w not in STOPWORDS]
-    frequencies = await store.document_frequencies(words)
-    pks = await store.term_matches(_budgeted(words, frequencies, TERM_BUDGET, MAX_OR_TERMS), 30)
+    frequencies, _ = await store.document_frequencies(words)
+    matches = await store.channel_matches([], [], 0, [channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS)])
+    pks = [pk for _, pk, _ in matches]
     title_keys = index_terms(document["title"])
     scored = []
     for text in await store.candidate_texts(pks):

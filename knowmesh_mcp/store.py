@@ -128,14 +128,42 @@ class CandidateText:
     signature: str
     article: str
     templates: str  # normalized, one per line
-    quoted_values: list[str]
+    template_terms: str  # each template's term keys, one line per template
+    slug_terms: str  # the id's content-word keys
+    value_terms: str  # keys of the error's values that can name what the node is about
+    value_shapes: str  # "path" or "name" for each of the error's values, in order
 
 
-CANDIDATE_COLUMNS = "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, n.quoted_values"
+CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
+                     "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
 
 
 def _candidate_text(row: Sequence[Any]) -> CandidateText:
-    return CandidateText(row[0], row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]))
+    return CandidateText(*row)
+
+
+@dataclass(frozen=True)
+class TermQuery:
+    """One term channel's FTS5 query: nodes holding any (with `every`: at least two) of `terms`.
+
+    Ranking by BM25 reads every match, so it is asked for only when the matches are too many to
+    take all and few enough to afford; unranked, the first `limit` matches come back.
+    """
+
+    channel: str
+    table: str  # "search" (title, signature, article) or "heads" (title, signature) or "grams" (template trigrams)
+    terms: Sequence[str]
+    limit: int
+    every: bool = False
+    ranked: bool = False
+
+
+# FTS5 table and ranking of each TermQuery.table: title and signature weigh more than the article.
+_TERM_TABLES = {
+    "search": ("node_search", "bm25(node_search, 10.0, 5.0, 1.0)"),
+    "heads": ("node_heads", "bm25(node_heads, 2.0, 1.0)"),
+    "grams": ("node_grams", "bm25(node_grams)"),
+}
 
 
 def fts_quote(term: str) -> str:
@@ -147,6 +175,13 @@ def fts_any(terms: Sequence[str]) -> str:
     return " OR ".join(map(fts_quote, terms))
 
 
+def fts_most(terms: Sequence[str]) -> str:
+    """Rows holding at least two of `terms` (all of them when there are two)."""
+    quoted = list(map(fts_quote, terms))
+    pairs = [f"({a} AND {b})" for i, a in enumerate(quoted) for b in quoted[i + 1:]]
+    return " OR ".join(pairs) if pairs else " ".join(quoted)
+
+
 @dataclass(frozen=True)
 class SearchRow:
     """A node's rows in the search index (node_search, node_signatures, node_index)."""
@@ -155,6 +190,10 @@ class SearchRow:
     signature: str
     article: str
     template: str
+    template_terms: str  # each template's term keys, one line per template
+    slug_terms: str
+    value_terms: str
+    value_shapes: str
     grams: str  # templates without placeholders, for the trigram table
     specific: bool  # the node's id names the error's quoted value: the node is about that value
     signature_hashes: tuple[tuple[str, str], ...]  # (hash, source)
@@ -553,8 +592,11 @@ class Writer:
             [(digest, source, int(r.specific), pks[i]) for i, r in rows for digest, source in r.signature_hashes],
         )
         await self.connection.executemany(
-            "INSERT INTO node_index (node_pk, templates, title_terms) VALUES (?, ?, ?)",
-            [(pks[i], r.template, r.title) for i, r in rows],
+            """INSERT INTO node_index (node_pk, templates, title_terms, template_terms, slug_terms, value_terms,
+                                       value_shapes)
+               VALUES (?, ?, ?, ?, ?, ?, ?)""",
+            [(pks[i], r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
+             for i, r in rows],
         )
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
@@ -685,8 +727,9 @@ class Store:
         self._reader = reader
         self._write_lock = asyncio.Lock()
         self.write_generation = 0  # bumped by every write transaction; caches of derived counts check it
-        # {grams?: (write generation, {term: nodes holding it})}: see document_frequencies
-        self._frequencies: dict[bool, tuple[int, dict[str, int]]] = {}
+        # (write generation, {(vocabulary, term): nodes holding it}): see document_frequencies
+        self._frequencies: tuple[int, dict[tuple[str, str], int]] = (-1, {})
+        self._node_count: tuple[int, int] = (-1, 0)
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
@@ -801,56 +844,49 @@ class Store:
         )
         return [(row[0], int(row[1]), int(row[2])) for row in rows]
 
-    # -- search channels: each bounded, each returns node pks (ranking happens in search/ranking)
+    # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
-    async def signature_matches(self, hashes: Sequence[str], quoted: Sequence[str], limit: int) -> list[tuple[int, str]]:
-        """(node pk, matched hash) for nodes indexed under any of `hashes`.
+    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
+                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None]]:
+        """(channel, node pk, matched hash or None) of every channel, in one round trip.
 
-        A common error shape (`No module named '<*>'`) can match thousands of nodes; only the
-        first `limit` are read: those with the query's quoted values, then generic nodes (whose
-        values are examples), then nodes about some other value.
+        `signature`: nodes indexed under any of `hashes`. A common error shape (`No module named
+        '<*>'`) can match thousands of nodes; only the first `signature_limit` are read: those with
+        the query's quoted values, then generic nodes (whose values are examples), then the rest.
+        The term channels are FTS5 queries over quoted terms only (see `TermQuery`).
         """
-        if not hashes:
-            return []
-        marks = ",".join("?" * len(hashes))
-        # UNION ALL keeps its arms' order and the inner LIMIT stops the scan early.
-        rows = await self._fetchall(
-            f"""SELECT node_pk, hash FROM
-                  (SELECT node_pk, hash, 0 AS position FROM node_signatures
-                   WHERE hash IN ({marks}) AND quoted_values = ?
+        parts: list[str] = []
+        params: list[Any] = []
+        if hashes:
+            marks = ",".join("?" * len(hashes))
+            # UNION ALL keeps its arms' order and the inner LIMIT stops the scan early.
+            parts.append(f"""SELECT 'signature', node_pk, hash FROM
+                  (SELECT node_pk, hash FROM node_signatures WHERE hash IN ({marks}) AND quoted_values = ?
                    UNION ALL
-                   SELECT node_pk, hash, 1 FROM node_signatures WHERE hash IN ({marks}) AND specific = 0
+                   SELECT node_pk, hash FROM node_signatures WHERE hash IN ({marks}) AND specific = 0
                    UNION ALL
-                   SELECT node_pk, hash, 2 FROM node_signatures WHERE hash IN ({marks}) AND specific = 1
-                   LIMIT ?)
-                ORDER BY position""",
-            [*hashes, json.dumps(list(quoted), ensure_ascii=False), *hashes, *hashes, 2 * limit],
-        )
-        seen: dict[int, str] = {}
-        for pk, hashed in rows:
-            seen.setdefault(pk, hashed)
-        return list(seen.items())[:limit]
-
-    async def term_matches(self, terms: Sequence[str], limit: int, *, heads: bool = False) -> list[int]:
-        """The best BM25 matches of any of `terms`: the full text (title and signature weighted
-        above the article), or with `heads` the title and signature alone."""
-        if not terms:
+                   SELECT node_pk, hash FROM node_signatures WHERE hash IN ({marks}) AND specific = 1
+                   LIMIT ?)""")
+            params += [*hashes, json.dumps(list(quoted), ensure_ascii=False), *hashes, *hashes, 2 * signature_limit]
+        for query in queries:
+            if query.terms:
+                table, rank = _TERM_TABLES[query.table]
+                order = f"ORDER BY {rank} " if query.ranked else ""
+                parts.append(f"SELECT '{query.channel}', rowid, NULL FROM "
+                             f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)")
+                params += [fts_most(query.terms) if query.every else fts_any(query.terms), query.limit]
+        if not parts:
             return []
-        table, rank = ("node_heads", "bm25(node_heads, 2.0, 1.0)") if heads else ("node_search", "bm25(node_search, 10.0, 5.0, 1.0)")
-        rows = await self._fetchall(
-            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?", (fts_any(terms), limit)
-        )
-        return [row[0] for row in rows]
-
-    async def gram_matches(self, grams: Sequence[str], limit: int) -> list[int]:
-        """The best BM25 matches of any of the trigrams `grams` in the nodes' templates."""
-        if not grams:
-            return []
-        rows = await self._fetchall(
-            "SELECT rowid FROM node_grams WHERE node_grams MATCH ? ORDER BY bm25(node_grams) LIMIT ?",
-            (fts_any(grams), limit),
-        )
-        return [row[0] for row in rows]
+        rows = await self._fetchall(" UNION ALL ".join(parts), params)
+        signature: dict[int, str] = {}
+        others: dict[tuple[str, int], None] = {}
+        for channel, pk, hashed in rows:
+            if channel == "signature":
+                if len(signature) < signature_limit:
+                    signature.setdefault(pk, hashed)
+            else:
+                others[(channel, pk)] = None
+        return [("signature", pk, hashed) for pk, hashed in signature.items()] + [(c, pk, None) for c, pk in others]
 
     async def candidate_texts(self, pks: Sequence[int]) -> list[CandidateText]:
         """The indexed text of each node in `pks`, in the order given."""
@@ -1055,8 +1091,8 @@ class Store:
                 return
             after = rows[-1][0]
 
-    async def document_frequencies(self, terms: Sequence[str], *, grams: bool = False) -> dict[str, int]:
-        """How many nodes hold each term (or, with `grams`, each template trigram); absent ones are left out.
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
+        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out.
 
         Counting walks a term's whole doclist, so counts are cached until the next write: ranking
         needs their order of magnitude, and reads far outnumber writes. The cache is swapped,
@@ -1064,30 +1100,40 @@ class Store:
         to, so a write during the read cannot leave it half-updated for another request.
         """
         generation = self.write_generation
-        cache = self._frequencies.get(grams)
-        if cache is None or cache[0] != generation or len(cache[1]) > 100_000:
-            cache = (generation, {})
-            self._frequencies[grams] = cache
-        known = cache[1]
-        found = {term: known[term] for term in terms if term in known}
-        missing = [term for term in dict.fromkeys(terms) if term not in known]
+        if self._frequencies[0] != generation or len(self._frequencies[1]) > 200_000:
+            self._frequencies = (generation, {})
+        known = self._frequencies[1]
+        wanted = [("t", term) for term in dict.fromkeys(terms)] + [("g", gram) for gram in dict.fromkeys(grams)]
+        missing = [key for key in wanted if key not in known]
         if missing:
-            vocabulary = "gram_terms" if grams else "search_terms"
-            marks = ",".join("?" * len(missing))
-            counted = dict(await self._fetchall(f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", missing))
-            fresh = {term: int(counted.get(term, 0)) for term in missing}
-            found.update(fresh)
+            words = [term for kind, term in missing if kind == "t"]
+            trigrams = [term for kind, term in missing if kind == "g"]
+            parts, params = [], []
+            for kind, vocabulary, chosen in (("t", "search_terms", words), ("g", "gram_terms", trigrams)):
+                if chosen:
+                    parts.append(f"SELECT '{kind}', term, doc FROM {vocabulary} WHERE term IN ({','.join('?' * len(chosen))})")
+                    params += chosen
+            counted = {(kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)}
+            fresh = {key: counted.get(key, 0) for key in missing}
             if self.write_generation == generation:  # else a newer generation owns the cache now
                 known.update(fresh)
-        return {term: count for term, count in found.items() if count}
+        else:
+            fresh = {}
+        counts = {key: fresh[key] if key in fresh else known[key] for key in wanted}
+        return ({term: n for (kind, term), n in counts.items() if kind == "t" and n},
+                {term: n for (kind, term), n in counts.items() if kind == "g" and n})
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")
         return int(rows[0][0])
 
     async def indexed_node_count(self) -> int:
-        rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
-        return int(rows[0][0])
+        """The number of nodes BM25's document frequencies are relative to (cached until the next write)."""
+        if self._node_count[0] != self.write_generation:
+            generation = self.write_generation
+            rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
+            self._node_count = (generation, int(rows[0][0]))
+        return self._node_count[1]
 
 
 

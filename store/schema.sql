@@ -101,7 +101,7 @@ CREATE TABLE node_index (
     node_pk     INTEGER PRIMARY KEY REFERENCES nodes (pk),
     templates   TEXT NOT NULL,
     title_terms TEXT NOT NULL
-);
+, template_terms TEXT NOT NULL DEFAULT '', slug_terms TEXT NOT NULL DEFAULT '', value_terms TEXT NOT NULL DEFAULT '', value_shapes TEXT NOT NULL DEFAULT '');
 
 CREATE VIRTUAL TABLE node_search USING fts5 (
     title,
