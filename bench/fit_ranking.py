@@ -115,6 +115,24 @@ def recall_at_1(beta: np.ndarray, items: list[tuple[int, np.ndarray, np.ndarray]
     return hits / len(answerable) if answerable else 0.0
 
 
+FLOORS = (0.0, 0.0001, 0.0003, 0.001, 0.003, 0.01)
+
+
+def choose_floor(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], models: dict[str, Any]) -> float:
+    """The largest floor that drops no right answer a dev query ranked in its top 5."""
+    lowest = 1.0
+    for model, items in groups.items():
+        weights = models[model]
+        beta = np.array([weights["bias"], *(weights["weights"][name] for name in FEATURES)])
+        for _, x, y in items:
+            p = 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
+            top = np.argsort(-p)[:5]
+            for i in top:
+                if y[i] == 1.0:
+                    lowest = min(lowest, float(p[i]))
+    return max(f for f in FLOORS if f < lowest)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--distractors", type=int, default=10_000)
@@ -146,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  bias {beta[0]:+.3f}")
         for name, weight in sorted(zip(FEATURES, beta[1:]), key=lambda item: -abs(item[1])):
             print(f"  {name:<20} {weight:+.3f}")
+    floor = choose_floor(groups, fitted["models"])
+    fitted["min_score"] = floor
+    fitted["fitted"]["min_score"] = f"largest of {FLOORS} below every right answer ranked in a dev top 5"
+    print(f"min_score {floor}: candidates scoring below it are not returned")
     if not args.dry_run:
         WEIGHTS_FILE.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {WEIGHTS_FILE.relative_to(HERE.parent)}")

@@ -103,6 +103,12 @@ def models() -> dict[str, Model]:
             for kind, m in fitted["models"].items()}
 
 
+@lru_cache(maxsize=1)
+def min_score() -> float:
+    """Candidates scoring below it are not results (fitted: no right answer of the dev half is lost)."""
+    return float(json.loads(WEIGHTS_FILE.read_text(encoding="utf-8")).get("min_score", 0.0))
+
+
 def score(features: dict[str, float], is_output: bool) -> float:
     """The probability that the candidate described by `features` is the right node."""
     return models()["output" if is_output else "prose"].probability(features)

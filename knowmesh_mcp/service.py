@@ -45,7 +45,7 @@ from .reading import (
     parse_list,
     search_result,
 )
-from .ranking import Candidate, rescore
+from .ranking import Candidate, min_score, rescore
 from .search import (
     SEARCH_INDEX_VERSION,
     QueryPlan,
@@ -387,7 +387,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
                 document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
             )
-            rescore(candidate, plan.is_output, result["env_score"])
+            if rescore(candidate, plan.is_output, result["env_score"]) < min_score():
+                continue  # a hint weaker than any right answer the ranking was fitted on
             mismatch = wanted is not None and row.ecosystem != wanted
             ranked.append((mismatch, -candidate.score, row.id, candidate, result))
         ranked.sort(key=lambda item: item[:3])

@@ -93,7 +93,7 @@ _PHRASE = re.compile(
     r"incompatible|Incompatible|not allowed|forbidden|Forbidden|Unauthorized|unauthorized|segmentation|Segmentation|"
     r"aborted|Aborted|corrupt|unexpected|Unexpected|unrecognized|Unrecognized|requires|required|deprecated|"
     r"too many|too long|not defined|does not match|doesn't match|only supports|can only|returned \d{3}\b|HTTP [45]\d\d\b|"
-    r"checking for .*\.\.\. (?:-+ )?no$"
+    r"checking for .*\.\.\. (?:-+ )?no$|[Nn]o module named|not installed"
 )
 _WARNING = re.compile(r"^(?:WARNING|Warning|warning|WARN|warn|npm WARN|DeprecationWarning|\S+ WARN)\b"
                       r"|^(?:error )?code E[A-Z0-9]+$")  # npm's `code EACCES` line: a label, the message follows
@@ -126,7 +126,7 @@ _WRAPPER = re.compile(
 _SIGNAL_EXIT = re.compile(r"\b(?:code|status)\b\D{0,3}\b(?:126|127|134|137|139|143)\b|\((?:126|127|134|137|139|143)\)")
 # Lines that are never the error: frames, excerpts, carets, hints, separators, progress.
 _NOISE = re.compile(
-    r"^(?:at |File \"|File ~|Cell In\[|Traceback \(most recent call last\)|\^|~|-->|\||=+$|-+$|_+|help:|note:|hint:|"
+    r"^(?:at |File \"|File ~|File \S+:\d+, in |Cell In\[|Traceback \(most recent call last\)|\^|~|-->|\||=+$|-+$|_+|help:|note:|hint:|"
     r"\S+:\d+: in \S+$|[=_-]{3,} .* [=_-]{3,}$|goroutine |\d+ \||-*> ?\d+ |\d+\s{2,}|\.\.\. \d+ more|in <module>|"
     r"#\d+ \[|#\d+ (?:DONE|CACHED|sha256)|raise \w|NB:|\w+: '.*',?$|"
     r"error (?:Darwin|Linux|Windows_NT|argv|node\s+v|npm\s+v|cwd|code$)|error: (?:Trace|See http)|[#\w-]*error[#\w-]*$|"
