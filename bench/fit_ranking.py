@@ -1,10 +1,10 @@
 """Fit the ranking weights on the development half of the search evaluation.
 
-    python bench/fit_ranking.py [--distractors 10000] [--dry-run]
+    python bench/fit_ranking.py [--distractors 0,10000] [--dry-run]
 
 Runs every dev query (bench/search_eval.py's `split_of`) through the service's own candidate
 ranking (`Service.rank_candidates`, every candidate, its environment fit included) over the
-evaluation corpus with distractors, labels each candidate 1 if it is the query's expected node
+evaluation corpus without and with 10,000 distractors (pooled: a small mesh and a big one), labels each candidate 1 if it is the query's expected node
 and 0 otherwise (every candidate of a no-answer query is a 0), and fits one logistic regression
 per query type (pasted tool output, prose) by Newton's method with an L2 penalty on the weights.
 The penalty is chosen by five-fold cross-validation over queries (log loss). Pointwise logistic
@@ -55,7 +55,7 @@ async def collect(path: Path, queries: list[dict[str, Any]]) -> dict[str, list[t
             plan = QueryPlan.of(query["q"])
             machine = parse_env(query["env"]) if query["env"] else None
             wanted = canonical_ecosystem(query["ecosystem"]) if query["ecosystem"] else None
-            ranked = await service.rank_candidates(plan, machine, wanted, depth=None)
+            ranked = await service.rank_candidates(plan, machine, wanted, depth=None, floor=False)
             if not ranked:
                 continue
             x = np.array([[c.features[name] for name in FEATURES] for c, _ in ranked])
@@ -99,8 +99,8 @@ def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[flo
     for penalty in PENALTIES:
         total = 0.0
         for fold in range(FOLDS):
-            train = [item for n, item in enumerate(items) if n % FOLDS != fold]
-            held = [item for n, item in enumerate(items) if n % FOLDS == fold]
+            train = [item for item in items if item[0] // 2 % FOLDS != fold]  # both runs of a query in one fold
+            held = [item for item in items if item[0] // 2 % FOLDS == fold]
             if not train or not held:
                 continue
             beta = fit(*stacked(train), penalty)
@@ -135,19 +135,25 @@ def choose_floor(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], mo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--distractors", type=int, default=10_000)
+    parser.add_argument("--distractors", default="0,10000",
+                        help="comma-separated distractor counts; the dev queries are run over each corpus and pooled")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the weights file")
     args = parser.parse_args(argv)
     queries = [q for q in search_eval.load_queries() if search_eval.split_of(q) == "dev"]
-    source = search_eval.corpus(args.distractors)
-    with tempfile.TemporaryDirectory(prefix="knowmesh-fit-") as directory:
-        path = Path(directory) / "fit.db"
-        shutil.copy(source, path)
-        groups = asyncio.run(collect(path, queries))
+    counts = [int(c) for c in args.distractors.split(",")]
+    groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
+    for count in counts:
+        source = search_eval.corpus(count)
+        with tempfile.TemporaryDirectory(prefix="knowmesh-fit-") as directory:
+            path = Path(directory) / "fit.db"
+            shutil.copy(source, path)
+            for model, items in asyncio.run(collect(path, queries)).items():
+                # a query index per corpus, so cross-validation folds keep each run of a query together
+                groups[model] += [(index * len(counts) + counts.index(count), x, y) for index, x, y in items]
     fitted: dict[str, Any] = {"models": {}, "fitted": {
         "method": "logistic regression (Newton, L2 on weights, penalty by 5-fold CV over queries)",
         "script": "bench/fit_ranking.py", "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "split": "dev", "dev_queries": len(queries), "distractors": args.distractors, "models": {}}}
+        "split": "dev", "dev_queries": len(queries), "distractors": counts, "models": {}}}
     for model, items in sorted(groups.items()):
         penalty, losses = choose_penalty(items)
         x, y = stacked(items)

@@ -87,6 +87,11 @@ def tokens(text: str) -> list[str]:
     return found
 
 
+def camel_words(text: str) -> list[str]:
+    """The words of the camel-case tokens of `text`, lowercase (`ModuleNotFoundError`: module, not, found, error)."""
+    return [part.lower() for token in _TOKEN.findall(text) if _MIXED.search(token) for part in _CAMEL.findall(token)]
+
+
 def index_terms(text: str) -> str:
     """The text as FTS5 stores it: every token replaced by its key, order kept."""
     return " ".join(map(term_key, tokens(text)))

@@ -38,16 +38,14 @@ FEATURES = (
     "first_title",  # BM25 of the first decisive line's terms in the node's title, as a share of the most possible
     "first_signature",  # ... in its signature (error, aliases, environment)
     "first_article",  # ... in its article
-    "input_heads",  # BM25 of the whole input's terms in title and signature, as a share of the most possible
-    "input_all",  # ... in the whole node (fields weighted as the term channel weighs them)
+    "input_all",  # BM25 of the whole input's terms in the node (title and signature weighted above the article)
     "input_best",  # input_all relative to the best candidate of this query
     "flat_best",  # plain BM25 of the whole input over the node as one field, relative to the best candidate
     "template_coverage",  # share of the node's best template's terms the query holds
     "line_coverage",  # share of the first decisive line's terms the node's best template holds
     "template_ratio",  # rapidfuzz ratio (in order) of a decisive line to the node's closest template
     "similarity",  # rapidfuzz token-set similarity of the first line (or the words) to a template (or the title)
-    "words_heads",  # prose: BM25 share of its content words in title and signature
-    "words_all",  # prose: ... in the whole node
+    "words_all",  # prose: BM25 share of its content words in the node (weighted as input_all)
     "ecosystem_named",  # the query names the node's ecosystem or one of its tools ("maven", `npm ERR!`)
     "ecosystem_other",  # the query names other ecosystems and not the node's
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
@@ -184,15 +182,13 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "first_title": query.share("first", weights[0]),
         "first_signature": query.share("first", weights[1]),
         "first_article": query.share("first", weights[2]),
-        "input_heads": (10 * asked[0] + 5 * asked[1]) / 15,  # fields weighted as the term channel weighs them
-        "input_all": (10 * asked[0] + 5 * asked[1] + asked[2]) / 16,
+        "input_all": (10 * asked[0] + 5 * asked[1] + asked[2]) / 16,  # as the term channel weighs the fields
         "input_best": 0.0,  # set once every candidate's input_all is known
         "flat_best": query.share("asked", query.merged(counts, title | signature | article)),  # made relative below
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
         "template_ratio": ratio / 100.0,
         "similarity": similarity / 100.0,
-        "words_heads": (10 * words[0] + 5 * words[1]) / 15,
         "words_all": (10 * words[0] + 5 * words[1] + words[2]) / 16,
         "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
         "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,

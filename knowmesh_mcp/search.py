@@ -30,6 +30,7 @@ from rapidfuzz import fuzz
 
 from .analysis import (
     PLACEHOLDERS,
+    camel_words,
     STOPWORDS,
     index_terms,
     named_ecosystems,
@@ -187,8 +188,10 @@ class QueryPlan:
                 hashes.setdefault(digest(main), position)
         quoted = quoted_values(lines[0])
         all_quoted = [value for line in lines for value in quoted_values(line)]
-        first = query_terms(f"{mains[0]}\n{' '.join(quoted)}", drop_stopwords=False)
-        decisive = query_terms("\n".join([*mains, *all_quoted]), drop_stopwords=False, limit=64)
+        # Normalized lines (no paths, no numbers), the words of their camel-case names, their values.
+        first = query_terms(f"{mains[0]}\n{' '.join(camel_words(lines[0]))}\n{' '.join(quoted)}", drop_stopwords=False)
+        decisive = query_terms("\n".join([*mains, *(w for line in lines for w in camel_words(line)), *all_quoted]),
+                               drop_stopwords=False, limit=64)
         context = list(read.nearby) if len(read.decisive) else []
         if len(text) <= WHOLE_KEY_CHARS * 4:
             context = [text]  # short input: every line's terms (the prefixes are rare enough to ignore)

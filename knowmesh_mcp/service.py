@@ -366,11 +366,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         return envelope
 
     async def rank_candidates(self, plan: QueryPlan, machine: Environment | None, wanted: str | None,
-                              *, depth: int | None) -> list[tuple[Candidate, dict[str, Any]]]:
+                              *, depth: int | None, floor: bool = True) -> list[tuple[Candidate, dict[str, Any]]]:
         """The best `depth` candidates (all with None) with their result entries, in final order.
 
         Candidates beyond the page are read too: the environment can reorder them. Then the
         spec's ecosystem tier: nodes of the asked ecosystem first, relevance order kept inside.
+        Without `floor`, candidates below `min_score` are kept (the ranking is fitted on all).
         """
         candidates = await find(self.store, plan)
         shown = candidates if depth is None else candidates[:depth]
@@ -387,7 +388,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
                 document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
             )
-            if rescore(candidate, plan.is_output, result["env_score"]) < min_score():
+            if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor:
                 continue  # a hint weaker than any right answer the ranking was fitted on
             mismatch = wanted is not None and row.ecosystem != wanted
             ranked.append((mismatch, -candidate.score, row.id, candidate, result))

@@ -153,7 +153,7 @@ KEYWORDS = ("err", "fail", "fatal", "panic", "exception", "denied", "refused", "
             "forbidden", "unauthorized", "segmentation", "abort", "unexpected", "unrecognized", "incompatible",
             "not allowed", "requires", "required", "corrupt", "oom", "fault", "too many", "not defined",
             "does not match", "only supports", "can only", "returned", "http ", "checking for", "panicked",
-            "too long", "too open", "not installed", "host identification")
+            "too long", "too open", "not installed", "host identification", "no module")
 
 
 @dataclass(frozen=True)
