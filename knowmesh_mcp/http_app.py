@@ -36,6 +36,9 @@ from .service import Service, llms_txt
 log = logging.getLogger("knowmesh.http")
 
 MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
+# POST /v1/search carries up to 1 MiB of pasted output, which JSON escaping can grow.
+SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
+SEARCH_FIELDS = {"q": str, "env": str, "ecosystem": str, "limit": int, "fields": str}
 TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
 
 
@@ -43,16 +46,16 @@ def error_response(error: KnowmeshError) -> JSONResponse:
     return JSONResponse(error.to_body(), status_code=error.status, headers=TRUST_HEADER)
 
 
-async def read_json(request: Request) -> Any:
+async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
     """The request body as JSON, refusing oversized bodies (413) and malformed JSON (400)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        if size > limit:
+            raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -61,6 +64,19 @@ async def read_json(request: Request) -> Any:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise KnowmeshError(400, "invalid_json", f"the request body is not valid UTF-8 JSON: {error}") from None
+
+
+def search_body(payload: Any) -> dict[str, Any]:
+    """The fields of a POST /v1/search body (those of the GET), each checked for its type."""
+    if not isinstance(payload, dict):
+        raise KnowmeshError(400, "invalid_json", "the body must be a JSON object such as {\"q\": \"<the error>\"}")
+    for name, value in payload.items():
+        if name not in SEARCH_FIELDS:
+            raise bad_parameter(name, f"unknown field {name!r}; a search takes {', '.join(SEARCH_FIELDS)}")
+        wanted = SEARCH_FIELDS[name]
+        if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
+            raise bad_parameter(name, f"{name} must be {'an integer' if wanted is int else 'a string'}")
+    return payload
 
 
 def int_param(request: Request, name: str) -> int | None:
@@ -316,6 +332,13 @@ def build_app(
         )
         return JSONResponse(envelope, headers=TRUST_HEADER)
 
+    async def search_post(request: Request) -> Response:
+        """POST /v1/search: the GET's fields as a JSON body, for pasted output too long for a URL."""
+        body = search_body(await read_json(request, SEARCH_BODY_BYTES))
+        envelope = await current().search(body.get("q"), env=body.get("env"), ecosystem=body.get("ecosystem"),
+                                          limit=body.get("limit"))
+        return JSONResponse(envelope, headers=TRUST_HEADER)
+
     async def llms(request: Request) -> Response:
         return PlainTextResponse(llms_txt(), media_type="text/markdown; charset=utf-8")
 
@@ -335,6 +358,7 @@ def build_app(
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/search", search_post, methods=["POST"]),
         Route("/v1/issues", issues_post, methods=["POST"]),
         Route("/issues", issues_index, methods=["GET"]),
         Route("/issues/{number}", issue_page, methods=["GET"]),

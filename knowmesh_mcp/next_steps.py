@@ -88,8 +88,10 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
     }
 
 
-def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None) -> dict[str, Any]:
-    """The `guidance` of a search that found nothing: a ready create_node for an open problem."""
+def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None, *,
+                    weak: bool = False) -> dict[str, Any]:
+    """The `guidance` of a search that found nothing (or, `weak`, only hints): a ready create_node
+    for an open problem."""
     error = (lines[0] if lines else query.strip())[:500]
     words = "-".join(re.findall(r"[a-z0-9]+", error.lower())[:8]) or "new-problem"
     environment = environment_placeholder(env)
@@ -107,10 +109,12 @@ def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str,
             "failed_attempts": [],
         },
     }
+    message = ("No result is a likely match (every score is below 0.5): read them as hints, and if none is your "
+               "problem, publish it as an open problem so it becomes findable: " if weak else
+               "No article matches this error yet. Publish it as an open problem so it becomes findable: ")
     return {
-        "reason": "no_match",
-        "message": "No article matches this error yet. Publish it as an open problem so it becomes findable: "
-                   "fill in what you know, keep solutions empty unless you have a verified fix.",
+        "reason": "weak_match" if weak else "no_match",
+        "message": message + "fill in what you know, keep solutions empty unless you have a verified fix.",
         "create_node": _request("POST", "/v1/nodes", body, "create_node", body),
         "after_publishing": "The node is readable and searchable at once as draft and appears in /review.md as "
                             "unsolved. If you solve it later, add the answer with patch_article "

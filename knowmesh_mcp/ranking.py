@@ -28,7 +28,7 @@ from .store import CandidateText
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 FEATURES = (
     "signature_first",  # the whole input or its first decisive line hashes equal to the node's error
-    "signature_other",  # only a later decisive line does
+    "signature_cause",  # a later decisive line that names a cause (not a wrapper) does
     "values_named",  # the node is about its quoted value (its id names it) and the query names it too
     "values_conflict",  # the node is about its value, the query names other values and not that one
     "generic_match",  # the input or its first decisive line hashed equal and the node is not about one value
@@ -38,14 +38,15 @@ FEATURES = (
     "first_title",  # BM25 of the first decisive line's terms in the node's title, as a share of the most possible
     "first_signature",  # ... in its signature (error, aliases, environment)
     "first_article",  # ... in its article
-    "input_all",  # BM25 of the whole input's terms in the node (title and signature weighted above the article)
-    "input_best",  # input_all relative to the best candidate of this query
-    "flat_best",  # plain BM25 of the whole input over the node as one field, relative to the best candidate
+    "decisive_all",  # BM25 of the decisive lines' terms in the node (title and signature weighted above the article)
+    "decisive_best",  # decisive_all relative to the best candidate of this query
+    "context_all",  # BM25 of the other lines' terms in the node
+    "flat_best",  # plain BM25 of the whole input over the node as one text, relative to the best candidate
     "template_coverage",  # share of the node's best template's terms the query holds
     "line_coverage",  # share of the first decisive line's terms the node's best template holds
     "template_ratio",  # rapidfuzz ratio (in order) of a decisive line to the node's closest template
     "similarity",  # rapidfuzz token-set similarity of the first line (or the words) to a template (or the title)
-    "words_all",  # prose: BM25 share of its content words in the node (weighted as input_all)
+    "words_all",  # prose: BM25 share of its content words in the node (weighted as decisive_all)
     "ecosystem_named",  # the query names the node's ecosystem or one of its tools ("maven", `npm ERR!`)
     "ecosystem_other",  # the query names other ecosystems and not the node's
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
@@ -121,12 +122,15 @@ class _Query:
         self.terms = terms
         self.idf = idf
         self.first = frozenset(terms.first)
-        self.asked = frozenset(terms.decisive) | frozenset(terms.context)
+        self.decisive = frozenset(terms.decisive)
+        self.context = frozenset(terms.context) - self.decisive
+        self.asked = self.decisive | self.context
         self.words = frozenset(terms.words)
         self.everything = self.asked | self.words
         self.universe = self.everything | self.first
         self.totals = {name: sum(idf[t] for t in group) or 1.0
-                       for name, group in (("first", self.first), ("asked", self.asked), ("words", self.words))}
+                       for name, group in (("first", self.first), ("decisive", self.decisive), ("context", self.context),
+                                           ("asked", self.asked), ("words", self.words))}
         self.phrase = " ".join(terms.words)
 
     def weights(self, counts: Counter[str]) -> dict[str, float]:
@@ -156,7 +160,8 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     counts = (Counter(text.title.split()), Counter(text.signature.split()), Counter(text.article.split()))
     weights = tuple(query.weights(c) for c in counts)
     title, signature, article = (set(w) for w in weights)
-    asked = [query.share("asked", w) for w in weights]
+    decisive = [query.share("decisive", w) for w in weights]
+    context = [query.share("context", w) for w in weights] if query.context else [0.0, 0.0, 0.0]
     words = [query.share("words", w) for w in weights] if query.words else [0.0, 0.0, 0.0]
     slug = frozenset(text.slug_terms.split())
     specific = frozenset(text.value_terms.split()) & slug  # a generic node's values are examples
@@ -172,7 +177,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     first = query.first
     return {
         "signature_first": 1.0 if first_line else 0.0,
-        "signature_other": 1.0 if candidate.matched_lines and not first_line else 0.0,
+        "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
         "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
         "generic_match": 1.0 if first_line and not specific else 0.0,
@@ -182,8 +187,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "first_title": query.share("first", weights[0]),
         "first_signature": query.share("first", weights[1]),
         "first_article": query.share("first", weights[2]),
-        "input_all": (10 * asked[0] + 5 * asked[1] + asked[2]) / 16,  # as the term channel weighs the fields
-        "input_best": 0.0,  # set once every candidate's input_all is known
+        "decisive_all": (10 * decisive[0] + 5 * decisive[1] + decisive[2]) / 16,  # as the term channel weighs fields
+        "decisive_best": 0.0,  # set once every candidate's decisive_all is known
+        "context_all": (10 * context[0] + 5 * context[1] + context[2]) / 16,
         "flat_best": query.share("asked", query.merged(counts, title | signature | article)),  # made relative below
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
@@ -231,10 +237,10 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
         candidate.match = _match(candidate, is_output, terms, heads, held)
         if is_output or candidate.match != "fuzzy":
             kept.append(candidate)
-    best = max((c.features["input_all"] for c in kept), default=0.0)
+    best = max((c.features["decisive_all"] for c in kept), default=0.0)
     flat = max((c.features["flat_best"] for c in kept), default=0.0)
     for candidate in kept:
-        candidate.features["input_best"] = candidate.features["input_all"] / best if best else 0.0
+        candidate.features["decisive_best"] = candidate.features["decisive_all"] / best if best else 0.0
         candidate.features["flat_best"] = candidate.features["flat_best"] / flat if flat else 0.0
         candidate.score = score(candidate.features, is_output)
     kept.sort(key=lambda c: (-c.score, c.pk))

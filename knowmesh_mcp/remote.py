@@ -95,7 +95,10 @@ class RemoteMesh:
 
     async def search(self, q: str | None, *, env: str | None = None, ecosystem: str | None = None,
                      limit: int | None = None) -> dict[str, Any]:
-        return await self.call("GET", "/v1/search", params={"q": q, "env": env, "ecosystem": ecosystem, "limit": limit})
+        # POST: pasted output of up to 1 MiB does not fit a URL.
+        body = {key: value for key, value in {"q": q, "env": env, "ecosystem": ecosystem, "limit": limit}.items()
+                if value is not None}
+        return await self.call("POST", "/v1/search", json=body)
 
     async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
                         fields: str | None = None, include: str | None = None) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
 SEARCH_INDEX_VERSION = 9
-MAX_QUERY_CHARS = 1 << 20  # 1 MiB of text is read; what is searched is bounded below
+MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
 MAX_INPUT_TERMS = 96  # distinct terms of the whole input whose frequencies are looked up
@@ -154,7 +154,8 @@ def _grams(line: str) -> list[str]:
 class QueryPlan:
     """What a raw query is searched as."""
 
-    text: str  # the input, as read (at most MAX_QUERY_CHARS)
+    text: str  # the input, as read: its last MAX_QUERY_CHARS characters
+    length: int  # the input's length
     scan: Scan
     mains: tuple[str, ...]  # normalized decisive lines, strongest first
     hashes: tuple[tuple[str, int], ...]  # (hash, decisive line it came from; -1 for the whole input)
@@ -175,7 +176,8 @@ class QueryPlan:
 
     @classmethod
     def of(cls, text: str) -> QueryPlan:
-        text = text[:MAX_QUERY_CHARS]
+        length = len(text)
+        text = text[-MAX_QUERY_CHARS:]
         read = scan(text)
         lines = read.lines or [text.strip()]
         mains = tuple(normalize_signature(line) for line in lines)
@@ -187,12 +189,15 @@ class QueryPlan:
             if main:
                 hashes.setdefault(digest(main), position)
         quoted = quoted_values(lines[0])
-        all_quoted = [value for line in lines for value in quoted_values(line)]
+        # A wrapper line ("did not complete successfully") is context when a cause line exists.
+        wrapper = {i for i, line in enumerate(read.decisive) if line.rank == WRAPPER}
+        causes = [i for i in range(len(lines)) if i not in wrapper or len(wrapper) == len(read.decisive)]
+        all_quoted = [value for i in causes for value in quoted_values(lines[i])]
         # Normalized lines (no paths, no numbers), the words of their camel-case names, their values.
         first = query_terms(f"{mains[0]}\n{' '.join(camel_words(lines[0]))}\n{' '.join(quoted)}", drop_stopwords=False)
-        decisive = query_terms("\n".join([*mains, *(w for line in lines for w in camel_words(line)), *all_quoted]),
-                               drop_stopwords=False, limit=64)
-        context = list(read.nearby) if len(read.decisive) else []
+        decisive = query_terms("\n".join([*(mains[i] for i in causes), *(w for i in causes for w in camel_words(lines[i])),
+                                          *all_quoted]), drop_stopwords=False, limit=64)
+        context = [*read.nearby, *(lines[i] for i in range(len(lines)) if i not in causes)] if len(read.decisive) else []
         if len(text) <= WHOLE_KEY_CHARS * 4:
             context = [text]  # short input: every line's terms (the prefixes are rare enough to ignore)
         words = () if read.is_output else tuple(query_terms(text[:WHOLE_KEY_CHARS], drop_stopwords=True, limit=32))
@@ -205,8 +210,9 @@ class QueryPlan:
             shapes=value_shapes(quoted),
         )
         terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
-                        wrappers=frozenset(i for i, line in enumerate(read.decisive) if line.rank == WRAPPER))
-        return cls(text=text, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted), terms=terms)
+                        wrappers=frozenset(wrapper))
+        return cls(text=text, length=length, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted),
+                   terms=terms)
 
 
 def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[str, int], limit: int,

@@ -59,6 +59,7 @@ from .syncing import Syncing
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_SEARCH_LIMIT = 5
+LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 MAX_SEARCH_LIMIT = 20
 # Words in a query or environment that name an ecosystem, for the guidance of an empty search.
 ECOSYSTEM_HINTS = (
@@ -353,15 +354,17 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             results.append(result)
         envelope: dict[str, Any] = {
             "query": plan.echo,
+            **({"query_length": plan.length} if plan.length > len(plan.echo) else {}),
             "env": machine.to_dict() if machine else None,
             "ecosystem": wanted,
             "limit": limit,
             "results": results,
             "trust": "untrusted-data",
         }
-        if not results:
+        if not results or results[0]["score"] < LIKELY:
             envelope["guidance"] = next_steps.publish_problem(
-                plan.echo, plan.lines, wanted or _guess_ecosystem(plan.echo, machine), machine.to_dict() if machine else None
+                plan.echo, plan.lines, wanted or _guess_ecosystem(plan.echo, machine), machine.to_dict() if machine else None,
+                weak=bool(results),
             )
         return envelope
 

@@ -289,7 +289,7 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
     nonempty = sum(1 for p in stripped.values() if p)
     is_output = (any(line.rank in (EXCEPTION, ERROR, WRAPPER) for line in chosen)
                  or (nonempty > 1 and any(line.rank < CONTEXT for line in chosen))
-                 or bool(_VALUE_PLACEHOLDER.search(normalize_signature(chosen[0].text))))
+                 or bool(chosen and _VALUE_PLACEHOLDER.search(normalize_signature(chosen[0].text))))
     return Scan(tuple(chosen), tuple(n for n in nearby if n and n not in seen), len(raw_lines), is_output)
 
 

@@ -249,3 +249,140 @@ def test_cli_search_table_and_json(tmp_path):
     assert json.loads(as_json.stdout)["results"][0]["id"] == "node/cannot-find-module"
     blank = subprocess.run([*command, " "], capture_output=True, text=True, timeout=60)
     assert blank.returncode == 2 and "missing_query" in blank.stderr
+
+
+# -- any tool's output, shared templates, calibrated scores, long input, races --------------
+
+PASTED = [
+    # (what was pasted, the node it is about)
+    ("#8 [4/5] RUN pip install -r requirements.txt\n#8 0.915 Collecting flask==9.9\n"
+     "#8 1.203 ERROR: Could not find a version that satisfies the requirement flask==9.9 (from versions: 0.1, 0.2)\n"
+     "#8 1.204 ERROR: No matching distribution found for flask==9.9\n"
+     '#8 ERROR: process "/bin/sh -c pip install -r requirements.txt" did not complete successfully: exit code: 1',
+     "python/no-matching-distribution"),
+    ("2024-05-01T10:00:01.1234567Z npm ERR! code ERESOLVE\n2024-05-01T10:00:01.1234567Z npm ERR! ERESOLVE unable to "
+     "resolve dependency tree\n2024-05-01T10:00:01.1234567Z npm ERR! A complete log of this run can be found in: "
+     "/home/runner/.npm/_logs/x.log\n2024-05-01T10:00:02.0000000Z ##[error]Process completed with exit code 1.",
+     "node/eresolve-peer-deps"),
+    ("_________________ ERROR at setup of test_sends_mail _________________\nfile /home/u/app/tests/test_mail.py, line 4\n"
+     "  def test_sends_mail(mocker):\nE       fixture 'mocker' not found\n>       available fixtures: cache, capfd, "
+     "monkeypatch, tmp_path\n>       use 'pytest --fixtures [testpath]' for help on them.\n"
+     "=========================== short test summary info ============================\n"
+     "ERROR tests/test_mail.py::test_sends_mail\n=============================== 1 error in 0.03s "
+     "===============================", "python/pytest-fixture-not-found"),
+    ("2024-01-01T00:00:00.000000+00:00 app[web.1]: Error: listen EADDRINUSE: address already in use :::3000",
+     "node/eaddrinuse"),
+    ("# command-line-arguments\n./main.go:21:9: undefined: parseConfig\nmake: *** [Makefile:3: build] Error 1",
+     "go/undefined-file-not-in-build"),
+    ("* What went wrong:\nExecution failed for task ':app:compileJava'.\n> Could not resolve all files for configuration "
+     "':app:compileClasspath'.\n   > Could not find com.squareup.okhttp3:okhttp:9.9.9.\n\nBUILD FAILED in 3s",
+     "java/gradle-could-not-resolve-dependency"),
+]
+
+
+@pytest.mark.parametrize(("output", "node"), PASTED, ids=[node for _, node in PASTED])
+async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Service, output, node):
+    assert ids(await corpus.search(output))[0] == node
+
+
+@pytest.mark.parametrize(("query", "node"), [
+    ("ModuleNotFoundError: No module named 'cv2'", "python/no-module-cv2-opencv"),
+    ("ModuleNotFoundError: No module named 'flask'", "python/module-not-found-venv"),
+    ("bash: nvm: command not found", "shell/nvm-command-not-found"),
+    ("zsh: command not found: nvm", "shell/nvm-command-not-found"),
+    ("./deploy.sh: line 3: python: command not found", "shell/python-command-not-found-python3-only"),
+    ("zsh: command not found: brew", "shell/brew-command-not-found-apple-silicon"),
+])
+async def test_nodes_sharing_a_template_are_told_apart_by_the_value(corpus: Service, query, node):
+    assert ids(await corpus.search(query))[0] == node
+
+
+async def test_a_wrapper_line_alone_is_a_hint_not_an_answer(corpus: Service):
+    envelope = await corpus.search("=========================== 1 failed in 0.12s ===========================")
+    assert all(result["score"] < 0.5 for result in envelope["results"])
+    assert envelope["guidance"]["reason"] == ("weak_match" if envelope["results"] else "no_match")
+    assert envelope["guidance"]["create_node"]["body"]["content"]["solutions"] == []
+
+
+async def test_a_sure_answer_says_so_and_brings_no_guidance(corpus: Service):
+    envelope = await corpus.search("./deploy.sh: line 3: nvm: command not found")
+    assert envelope["results"][0]["id"] == "shell/nvm-command-not-found"
+    assert envelope["results"][0]["score"] >= 0.5 and "guidance" not in envelope
+
+
+def _long_log(error: str) -> str:
+    noise = "".join(f"2024-05-01T10:00:{i % 60:02d}.1234567Z step {i}: compiling module_{i}.c\n" for i in range(22_000))
+    return (noise + f"2024-05-01T10:09:59.0Z {error}\n##[error]Process completed with exit code 1.\n")[-(1 << 20):]
+
+
+LONG = _long_log("ModuleNotFoundError: No module named 'distutils'")
+
+
+async def test_a_long_log_is_read_whole_and_its_error_at_the_end_found(corpus: Service):
+    assert len(LONG) == 1 << 20
+    envelope = await corpus.search("x" * 500_000 + LONG)  # past 1 MiB the tail is read
+    assert ids(envelope)[0] == "python/distutils-removed-312"
+    assert envelope["query_length"] == 500_000 + len(LONG) and len(envelope["query"]) <= MAX_QUERY_CHARS
+
+
+async def test_post_search_takes_the_get_fields_as_json(corpus: Service):
+    app = build_app(service=corpus, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        query = {"q": "fatal: detected dubious ownership in repository at '/srv/app'", "limit": 3}
+        got = await client.get("/v1/search", params=query)
+        posted = await client.post("/v1/search", json=query)
+        long = await client.post("/v1/search", json={"q": LONG, "env": "ubuntu-24.04,python-3.12"})
+        unknown = await client.post("/v1/search", json={"query": "x"})
+        typed = await client.post("/v1/search", json={"q": "x", "limit": "3"})
+        huge = await client.post("/v1/search", json={"q": "x" * (4 * 1_048_576)})
+        not_object = await client.post("/v1/search", json=["q"])
+    assert posted.status_code == 200 and posted.json() == got.json()
+    assert posted.headers["x-knowmesh-content-trust"] == "untrusted-data"
+    assert long.status_code == 200 and long.json()["results"][0]["id"] == "python/distutils-removed-312"
+    assert (unknown.status_code, unknown.json()["error"]["field"]) == (400, "query")
+    assert (typed.status_code, typed.json()["error"]["field"]) == (400, "limit")
+    assert (huge.status_code, huge.json()["error"]["code"]) == (413, "payload_too_large")
+    assert not_object.status_code == 400
+
+
+async def test_mcp_search_reads_a_long_paste(corpus: Service, mcp_connect):
+    async with mcp_connect(corpus) as client:
+        result = await client.call_tool("search", {"q": LONG, "limit": 3})
+    assert not result.is_error
+    assert result.structured_content["results"][0]["id"] == "python/distutils-removed-312"
+
+
+def test_cli_search_reads_a_long_log_from_stdin(tmp_path):
+    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "-", "--json", "--db", str(tmp_path / "k.db")]
+    done = subprocess.run(command, input=LONG, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["id"] == "python/distutils-removed-312"
+
+
+async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
+    """4 searchers and 1 writer through the HTTP app: every answer is a 200 or 201, none a 500."""
+    import anyio
+
+    app = build_app(service=corpus, with_mcp=False, write_limit=0)
+    statuses: list[int] = []
+    queries = ["sed in place edit fails on mac", "ModuleNotFoundError: No module named 'yaml'",
+               "docker permission denied on the socket", "error[E0382]: borrow of moved value: `v`"]
+
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        async def searcher(n: int) -> None:
+            for i in range(420):
+                response = await client.get("/v1/search", params={"q": f"{queries[(n + i) % 4]} word{i % 37}"})
+                statuses.append(response.status_code)
+
+        async def writer() -> None:
+            for i in range(320):
+                document = make_doc(id=f"python/race-{i}", error=f"RaceError: lease lost by worker{i}x")
+                response = await client.post("/v1/nodes", json=document)
+                statuses.append(response.status_code)
+
+        async with anyio.create_task_group() as group:
+            for n in range(4):
+                group.start_soon(searcher, n)
+            group.start_soon(writer)
+    assert len(statuses) >= 2000
+    assert set(statuses) <= {200, 201}, sorted(set(statuses))
