@@ -10,8 +10,8 @@ source. `split_of` puts every query in the `dev` half (fit and tune there) or th
 (report it, never tune on it) by a hash of its source, so a thread's queries stay together.
 
 Every query runs through `Service.search(q, env=..., ecosystem=..., limit=5)` and through the
-baseline: a plain FTS5 table over the same documents' text (title, signature, content), queried
-with an OR of every distinct token of the query, ranked by bm25(). Figures per kind and group:
+baseline (`bench/baseline.py`): a plain FTS5 table over the same documents' text, queried with an OR
+of every distinct token of the query, ranked by bm25(). Figures per kind and group:
 recall@1, recall@5 and MRR for both; for the product also env selection (the expected answer,
 given the right node), no-answer rejection (top score < 0.5 or nothing) and calibration (the
 share of top results scoring >= 0.5 that are right). The targets of issue 10 are checked on the
@@ -42,6 +42,7 @@ for entry in (str(ROOT), str(HERE), str(HERE / "eval")):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
+import baseline  # noqa: E402
 from check_data import load_queries, thread  # noqa: E402
 
 from knowmesh_mcp import search as search_module  # noqa: E402
@@ -129,44 +130,22 @@ def _corpus_key(distractors: int) -> str:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for name in CODE_FILES:
         digest.update((ROOT / "knowmesh_mcp" / name).read_bytes())
-    digest.update((HERE / "synthetic.py").read_bytes() + Path(__file__).read_bytes())
+    for name in ("synthetic.py", "baseline.py", "search_eval.py"):
+        digest.update((HERE / name).read_bytes())
     digest.update(hashlib.sha256("".join(q["q"] for q in load_queries()).encode()).digest())
     return digest.hexdigest()[:12]
 
 
-BASELINE_TABLE = "eval_baseline_bm25"
-
-
-def _document_text(document: dict[str, Any]) -> str:
-    signature, content = document["signature"], document["content"]
-    parts = [document["title"], signature["error"], *signature.get("aliases", []), content["symptom"],
-             content["context"], content["root_cause"], *content.get("failed_attempts", []),
-             *content.get("boundaries", [])]
-    for solution in content["solutions"]:
-        notes = solution.get("notes")
-        parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution["fix"],
-                  solution["verify"]["command"], *(notes if isinstance(notes, list) else [notes or ""])]
-    return "\n".join(p for p in parts if p)
-
-
 async def build_corpus(path: Path, distractors: int) -> None:
-    """Starter corpus + distractors, and the baseline's own FTS5 table over the same documents."""
-    import sqlite3
-
+    """Starter corpus + distractors (then `baseline.ensure` adds the baseline's table)."""
     service = await Service.open(path, seed=True)
     try:
         if distractors:
             report = await service.import_documents(_distractors(distractors, load_queries()), summary="distractors")
             if report.invalid:
                 raise SystemExit(f"distractors invalid: {report.invalid[:2]}")
-        documents = [(d["id"], _document_text(d)) async for d in service.export_documents()]
     finally:
         await service.close()
-    connection = sqlite3.connect(path)
-    with connection:
-        connection.execute(f"CREATE VIRTUAL TABLE {BASELINE_TABLE} USING fts5 (node_id UNINDEXED, body)")
-        connection.executemany(f"INSERT INTO {BASELINE_TABLE} (node_id, body) VALUES (?, ?)", documents)
-    connection.close()
 
 
 def corpus(distractors: int) -> Path:
@@ -180,21 +159,10 @@ def corpus(distractors: int) -> Path:
         building.unlink(missing_ok=True)
         started = time.perf_counter()
         asyncio.run(build_corpus(building, distractors))
+        baseline.ensure(building)
         building.rename(path)
         print(f"built {path.name} ({distractors:,} distractors) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return path
-
-
-def baseline_search(connection: Any, q: str, limit: int = LIMIT) -> list[str]:
-    """Plain BM25: an OR of every distinct token of the query (each quoted), ranked by bm25()."""
-    tokens = list(dict.fromkeys(re.findall(r"[^\W_]+", q.lower())))
-    if not tokens:
-        return []
-    match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-    rows = connection.execute(
-        f"SELECT node_id FROM {BASELINE_TABLE} WHERE {BASELINE_TABLE} MATCH ? ORDER BY bm25({BASELINE_TABLE}) LIMIT ?",
-        (match, limit)).fetchall()
-    return [row[0] for row in rows]
 
 
 # --- running -------------------------------------------------------------------------------
@@ -211,7 +179,7 @@ async def run(path: Path, queries: list[dict[str, Any]]) -> list[dict[str, Any]]
             envelope = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
             results = [{"id": r["id"], "score": r["score"], "match": r["match"],
                         "solution": (r["solution"] or {}).get("id")} for r in envelope["results"]]
-            outcomes.append({"query": query, "results": results, "baseline": baseline_search(connection, query["q"])})
+            outcomes.append({"query": query, "results": results, "baseline": baseline.search(connection, query["q"], LIMIT)})
     finally:
         connection.close()
         await service.close()
