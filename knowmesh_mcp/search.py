@@ -59,7 +59,7 @@ TERMS_LIMIT = 20
 HEADS_LIMIT = 12
 GRAMS_LIMIT = 8
 RANK_BUDGET = 1000  # nodes a ranked channel query may match (ranking reads each one)
-EVERY_TERMS = 3  # when even the rarest term is common: nodes holding two of this many rarest terms
+EVERY_TERMS = 2  # when even the rarest term is common: nodes holding two of this many rarest terms
 
 
 def digest(key: str) -> str:
