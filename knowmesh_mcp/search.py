@@ -58,8 +58,9 @@ SIGNATURE_LIMIT = 20
 TERMS_LIMIT = 20
 HEADS_LIMIT = 12
 GRAMS_LIMIT = 8
+EVERY_LIMIT = 10
 RANK_BUDGET = 1000  # nodes a ranked channel query may match (ranking reads each one)
-EVERY_TERMS = 2  # when even the rarest term is common: nodes holding two of this many rarest terms
+EVERY_TERMS = 4  # when even the rarest term is common: the nodes holding this many rarest terms together
 
 
 def digest(key: str) -> str:
@@ -221,8 +222,8 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
 
     Nodes holding any of the rarest terms, when there are at most `limit` of them: all of them,
     unranked. Else, when the rarest terms match at most RANK_BUDGET nodes: those ranked by BM25
-    (ranking reads every match). Else the rarest term alone is common: the nodes holding at least
-    two of the rarest few terms, which are fewer and relevant, unranked.
+    (ranking reads every match). Else the rarest term alone is common: the nodes holding all of
+    the rarest EVERY_TERMS terms, which are few and relevant, unranked.
     """
     present = sorted((t for t in dict.fromkeys(terms) if t in frequencies), key=lambda t: frequencies[t])
     chosen: list[str] = []
@@ -246,7 +247,12 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     total = max(await store.indexed_node_count(), 1)
     whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
     heads = list(terms.decisive) if plan.is_output else list(terms.words)
+    # Nodes holding every content word of the query (of its first decisive line): few and precise,
+    # where an OR of common words would rank short articles first.
+    every = [t for t in (terms.words if not plan.is_output else terms.first) if t in frequencies and t not in STOPWORDS]
+    every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
     queries = [
+        TermQuery("every", "search", every, EVERY_LIMIT, every=True),
         channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS),
         channel_query("heads", "heads", heads, frequencies, HEADS_LIMIT, MAX_OR_TERMS),
         channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS),

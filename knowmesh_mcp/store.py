@@ -144,7 +144,7 @@ def _candidate_text(row: Sequence[Any]) -> CandidateText:
 
 @dataclass(frozen=True)
 class TermQuery:
-    """One term channel's FTS5 query: nodes holding any (with `every`: at least two) of `terms`.
+    """One term channel's FTS5 query: nodes holding any (with `every`: all) of `terms`.
 
     Ranking by BM25 reads every match, so it is asked for only when the matches are too many to
     take all and few enough to afford; unranked, the first `limit` matches come back.
@@ -175,11 +175,8 @@ def fts_any(terms: Sequence[str]) -> str:
     return " OR ".join(map(fts_quote, terms))
 
 
-def fts_most(terms: Sequence[str]) -> str:
-    """Rows holding at least two of `terms` (all of them when there are two)."""
-    quoted = list(map(fts_quote, terms))
-    pairs = [f"({a} AND {b})" for i, a in enumerate(quoted) for b in quoted[i + 1:]]
-    return " OR ".join(pairs) if pairs else " ".join(quoted)
+def fts_every(terms: Sequence[str]) -> str:
+    return " AND ".join(map(fts_quote, terms))
 
 
 @dataclass(frozen=True)
@@ -874,7 +871,7 @@ class Store:
                 order = f"ORDER BY {rank} " if query.ranked else ""
                 parts.append(f"SELECT '{query.channel}', rowid, NULL FROM "
                              f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)")
-                params += [fts_most(query.terms) if query.every else fts_any(query.terms), query.limit]
+                params += [fts_every(query.terms) if query.every else fts_any(query.terms), query.limit]
         if not parts:
             return []
         rows = await self._fetchall(" UNION ALL ".join(parts), params)
