@@ -157,7 +157,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     text = candidate.text
     terms = query.terms
     universe = query.universe
-    counts = (Counter(text.title.split()), Counter(text.signature.split()), Counter(text.article.split()))
+    counts = text.counts
     weights = tuple(query.weights(c) for c in counts)
     title, signature, article = (set(w) for w in weights)
     decisive = [query.share("decisive", w) for w in weights]

@@ -260,11 +260,14 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     by_hash = dict(plan.hashes)
     channels: dict[int, set[str]] = {}
     matched_lines: dict[int, set[int]] = {}
-    for channel, pk, hashed in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT, queries):
+    versions: dict[int, str] = {}
+    for channel, pk, hashed, version in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT,
+                                                                     queries):
         channels.setdefault(pk, set()).add(channel)
+        versions[pk] = version
         if hashed is not None:
             matched_lines.setdefault(pk, set()).add(by_hash[hashed])
-    texts = await store.candidate_texts(list(channels))
+    texts = await store.candidate_texts(versions)
     candidates = [Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())))
                   for text in texts]
     return rank(candidates, plan.is_output, plan.mains, terms, frequencies, total)
@@ -282,10 +285,10 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     words = [w for w in words if w not in STOPWORDS]
     frequencies, _ = await store.document_frequencies(words)
     matches = await store.channel_matches([], [], 0, [channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS)])
-    pks = [pk for _, pk, _ in matches]
+    versions = {pk: version for _, pk, _, version in matches}
     title_keys = index_terms(document["title"])
     scored = []
-    for text in await store.candidate_texts(pks):
+    for text in await store.candidate_texts(versions):
         score = max(max(fuzz.token_set_ratio(main, t) for t in text.templates.split("\n")),
                     fuzz.token_set_ratio(title_keys, text.title))
         if score >= threshold:

@@ -13,7 +13,9 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,9 +119,13 @@ STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, samp
     failure_state, answer_state, solved_agents, failed_agents, last_verified"""
 
 
-@dataclass(frozen=True)
+@dataclass
 class CandidateText:
-    """What search ranking reads of a candidate node: its indexed term keys and templates."""
+    """What search ranking reads of a candidate node: its indexed term keys and templates.
+
+    Immutable for a node version; kept by `Store.candidate_texts` across queries, so ranking
+    caches what it derives from it (`counts`).
+    """
 
     pk: int
     id: str
@@ -133,9 +139,15 @@ class CandidateText:
     value_terms: str  # keys of the error's values that can name what the node is about
     value_shapes: str  # "path" or "name" for each of the error's values, in order
 
+    @cached_property
+    def counts(self) -> tuple[Counter[str], Counter[str], Counter[str]]:
+        """Term counts of title, signature and article."""
+        return Counter(self.title.split()), Counter(self.signature.split()), Counter(self.article.split())
+
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
+CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
 
 
 def _candidate_text(row: Sequence[Any]) -> CandidateText:
@@ -727,6 +739,7 @@ class Store:
         # (write generation, {(vocabulary, term): nodes holding it}): see document_frequencies
         self._frequencies: tuple[int, dict[tuple[str, str], int]] = (-1, {})
         self._node_count: tuple[int, int] = (-1, 0)
+        self._candidate_texts: OrderedDict[int, tuple[str, CandidateText]] = OrderedDict()  # pk -> (version, text)
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
@@ -844,8 +857,8 @@ class Store:
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
     async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None]]:
-        """(channel, node pk, matched hash or None) of every channel, in one round trip.
+                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
+        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         `signature`: nodes indexed under any of `hashes`. A common error shape (`No module named
         '<*>'`) can match thousands of nodes; only the first `signature_limit` are read: those with
@@ -857,7 +870,7 @@ class Store:
         if hashes:
             marks = ",".join("?" * len(hashes))
             # UNION ALL keeps its arms' order and the inner LIMIT stops the scan early.
-            parts.append(f"""SELECT 'signature', node_pk, hash FROM
+            parts.append(f"""SELECT 'signature' AS channel, node_pk, hash FROM
                   (SELECT node_pk, hash FROM node_signatures WHERE hash IN ({marks}) AND quoted_values = ?
                    UNION ALL
                    SELECT node_pk, hash FROM node_signatures WHERE hash IN ({marks}) AND specific = 0
@@ -869,34 +882,51 @@ class Store:
             if query.terms:
                 table, rank = _TERM_TABLES[query.table]
                 order = f"ORDER BY {rank} " if query.ranked else ""
-                parts.append(f"SELECT '{query.channel}', rowid, NULL FROM "
+                parts.append(f"SELECT '{query.channel}' AS channel, rowid AS node_pk, NULL AS hash FROM "
                              f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)")
                 params += [fts_every(query.terms) if query.every else fts_any(query.terms), query.limit]
         if not parts:
             return []
-        rows = await self._fetchall(" UNION ALL ".join(parts), params)
-        signature: dict[int, str] = {}
-        others: dict[tuple[str, int], None] = {}
-        for channel, pk, hashed in rows:
+        rows = await self._fetchall(
+            "SELECT m.*, n.current_version FROM (" + " UNION ALL ".join(parts) + ") AS m JOIN nodes n ON n.pk = m.node_pk",
+            params)
+        signature: dict[int, tuple[str, str]] = {}
+        others: dict[tuple[str, int], str] = {}
+        for channel, pk, hashed, version in rows:
             if channel == "signature":
                 if len(signature) < signature_limit:
-                    signature.setdefault(pk, hashed)
+                    signature.setdefault(pk, (hashed, version))
             else:
-                others[(channel, pk)] = None
-        return [("signature", pk, hashed) for pk, hashed in signature.items()] + [(c, pk, None) for c, pk in others]
+                others[(channel, pk)] = version
+        return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
+                + [(channel, pk, None, version) for (channel, pk), version in others.items()])
 
-    async def candidate_texts(self, pks: Sequence[int]) -> list[CandidateText]:
-        """The indexed text of each node in `pks`, in the order given."""
-        if not pks:
-            return []
-        marks = ",".join("?" * len(pks))
-        rows = await self._fetchall(
-            f"""SELECT {CANDIDATE_COLUMNS} FROM node_index i JOIN nodes n ON n.pk = i.node_pk
-                JOIN node_search s ON s.rowid = i.node_pk WHERE i.node_pk IN ({marks})""",
-            list(pks),
-        )
-        by_pk = {row[0]: _candidate_text(row) for row in rows}
-        return [by_pk[pk] for pk in pks if pk in by_pk]
+    async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
+        """The indexed text of each node of `versions` ({pk: current version}), in that order.
+
+        Texts are read once per node version and kept (a node's text changes only with its
+        version, so a kept text is never stale, on any number of servers).
+        """
+        cache = self._candidate_texts
+        missing = [pk for pk, version in versions.items() if cache.get(pk, (None,))[0] != version]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            rows = await self._fetchall(
+                f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
+                    JOIN node_search s ON s.rowid = i.node_pk WHERE i.node_pk IN ({marks})""",
+                missing,
+            )
+            for row in rows:
+                cache[row[0]] = (row[-1], _candidate_text(row[:-1]))
+            while len(cache) > CANDIDATE_CACHE:
+                cache.popitem(last=False)
+        found = []
+        for pk, version in versions.items():
+            entry = cache.get(pk)
+            if entry is not None and entry[0] == version:
+                cache.move_to_end(pk)
+                found.append(entry[1])
+        return found
 
     async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
         """{node id: its node_stats rows} (nodes without evidence are absent)."""
