@@ -140,8 +140,9 @@ class _Query:
 
     def merged(self, counts: tuple[Counter[str], ...], held: set[str]) -> dict[str, float]:
         """Weights as `weights` gives them for the three fields read as one text."""
-        idf = self.idf
-        return {t: idf[t] * _SATURATION[min(sum(c.get(t, 0) for c in counts), 20)] for t in held}
+        idf, (title, signature, article) = self.idf, counts
+        return {t: idf[t] * _SATURATION[min(title.get(t, 0) + signature.get(t, 0) + article.get(t, 0), 20)]
+                for t in held}
 
     def share(self, group: str, weights: dict[str, float]) -> float:
         """BM25 of a term group in one field, as a share of what holding each of its terms once scores."""

@@ -345,7 +345,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         machine = parse_env(env) if env and env.strip() else None
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         plan = QueryPlan.of(q)
-        ranked = await self.rank_candidates(plan, machine, wanted, depth=max(3 * limit, 15))
+        ranked = await self.rank_candidates(plan, machine, wanted, depth=max(2 * limit, 10))
         results = []
         ceiling = 1.0
         for candidate, result in ranked[:limit]:
