@@ -17,16 +17,14 @@ from typing import Any
 from . import next_steps
 from .articles import apply_ops, field_changes, revert_changes
 from .errors import KnowmeshError, bad_parameter, not_found
+from .limits import MAX_INT, to_int
 from .evidence import node_stats
-from .model import InvalidNode, validate_node
 from .outcomes import archive_answered_failures
 from .publishing import (
-    Prepared,
     behavior_hash,
     check_agent,
-    check_overlaps,
     check_summary,
-    invalid_node_error,
+    prepare_off_loop,
     require_node_id,
 )
 from .reading import ReadResult, parse_list
@@ -189,12 +187,8 @@ class ArticleEditing:
         current_revision: int, agent: dict[str, str], summary: str, kind: str, *, reverts: str | None = None,
     ) -> dict[str, Any]:
         """Validate the complete edited document like a new one and make it current, in the caller's transaction."""
-        try:
-            document = validate_node({**edited, "status": status})
-        except InvalidNode as error:
-            raise invalid_node_error(error) from None
-        check_overlaps(document)
-        prepared = Prepared.of(document)
+        prepared = await prepare_off_loop({**edited, "status": status})
+        document = prepared.document
         changes = field_changes(current, prepared.body)
         if not changes:
             raise KnowmeshError(400, "no_change", "the edit leaves the article exactly as it is")
@@ -233,10 +227,7 @@ class ArticleEditing:
 
 
 def _revision_param(name: str, value: Any, current: int, *, lowest: int = 1) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise bad_parameter(name, f"{name} must be a revision number") from None
+    number = to_int(value, name, lowest=-MAX_INT - 1, what="a revision number")
     if not lowest <= number <= current:
         raise bad_parameter(name, f"{name} must be between {lowest} and {current}", code="revision_not_found")
     return number

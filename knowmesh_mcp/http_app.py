@@ -32,6 +32,7 @@ from .pages import page_routes
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
+from .limits import MAX_DEPTH, MAX_INT, check_json, to_int
 
 log = logging.getLogger("knowmesh.http")
 
@@ -61,9 +62,12 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
     if not raw.strip():
         raise KnowmeshError(400, "invalid_json", "the request body is empty; send a JSON object")
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        payload = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise KnowmeshError(400, "invalid_json", f"the request body is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, integers past 4,300 digits
         raise KnowmeshError(400, "invalid_json", f"the request body is not valid UTF-8 JSON: {error}") from None
+    return check_json(payload)
 
 
 def search_body(payload: Any) -> dict[str, Any]:
@@ -83,10 +87,7 @@ def int_param(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise bad_parameter(name, f"{name} must be an integer") from None
+    return to_int(value, name, lowest=-MAX_INT - 1)
 
 
 def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Response:
@@ -149,9 +150,7 @@ def build_app(
         writable()
         body = await read_json(request)
         agent = body.pop("agent", None) if isinstance(body, dict) else None
-        created = await submission(
-            request, {"agent": agent}, lambda _: current().create_node(body, agent=agent if isinstance(agent, dict) else None)
-        )
+        created = await submission(request, {"agent": agent}, lambda _: current().create_node(body, agent=agent))
         return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
 
     async def list_nodes(request: Request) -> Response:

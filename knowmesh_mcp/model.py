@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from .limits import MAX_ANSWERS, MAX_DOCUMENT_CHARS, MAX_ITEMS, json_problem
 from .normalize import canonical_ecosystem, normalize_signature
 
 LICENSE = "CC0-1.0"
@@ -39,9 +40,9 @@ class Signature(_Strict):
         None, description="Normalized pattern; derived from `error` when omitted."
     )
     environment: list[ShortText] = Field(
-        default_factory=list, description='Constraints such as "python>=3.8", "linux", "pip".'
+        default_factory=list, max_length=MAX_ITEMS, description='Constraints such as "python>=3.8", "linux", "pip".'
     )
-    aliases: list[Text] = Field(default_factory=list, description="Other wordings of the same error.")
+    aliases: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS, description="Other wordings of the same error.")
 
 
 class Verify(_Strict):
@@ -53,10 +54,10 @@ class Solution(_Strict):
     id: Slug = Field(description="Stable slug inside the node, e.g. gnu-sed.")
     title: ShortText | None = None
     applies_to: ShortText | None = None
-    env: list[ShortText] = Field(default_factory=list, description='Tags such as ["linux", "gnu-sed"].')
-    fix: list[Text] = Field(min_length=1, description="Ordered executable steps.")
+    env: list[ShortText] = Field(default_factory=list, max_length=MAX_ITEMS, description='Tags such as ["linux", "gnu-sed"].')
+    fix: list[Text] = Field(min_length=1, max_length=MAX_ITEMS, description="Ordered executable steps.")
     verify: Verify
-    notes: Text | list[Text] | None = None
+    notes: Text | Annotated[list[Text], Field(max_length=MAX_ITEMS)] | None = None
     provenance: dict[str, Any] | None = None
     # Server-managed: accepted on input so a read can be sent back unchanged, never trusted.
     revision: int | None = Field(None, exclude=True)
@@ -66,10 +67,10 @@ class Content(_Strict):
     symptom: Text
     context: Text
     root_cause: Text
-    solutions: list[Solution] = Field(description="Answer slots; [] means no answer yet.")
-    alternatives: list[Text | dict[str, Any]] = Field(default_factory=list)
-    failed_attempts: list[Text] = Field(description="Dead ends already ruled out; may be [].")
-    boundaries: list[Text] = Field(default_factory=list)
+    solutions: list[Solution] = Field(max_length=MAX_ANSWERS, description="Answer slots; [] means no answer yet.")
+    alternatives: list[Text | dict[str, Any]] = Field(default_factory=list, max_length=MAX_ITEMS)
+    failed_attempts: list[Text] = Field(max_length=MAX_ITEMS, description="Dead ends already ruled out; may be [].")
+    boundaries: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class NodeDocument(_Strict):
@@ -193,6 +194,13 @@ def validate_node(raw: Any) -> NodeDocument:
     """Validate untrusted input into a NodeDocument, folding the ecosystem to its canonical name."""
     if not isinstance(raw, dict):
         raise InvalidNode([Problem(field="/", rule="type", message="a node document must be a JSON object")])
+    bound = json_problem(raw)  # before anything walks it: depth, lone surrogates, 64-bit integers
+    if bound is not None:
+        raise InvalidNode([Problem(field=bound[0], rule="json_bound", message=bound[1])])
+    size = len(canonical_json(raw))
+    if size > MAX_DOCUMENT_CHARS:
+        raise InvalidNode([Problem(field="/", rule="max_size",
+                                   message=f"the document is {size:,} characters of JSON; at most {MAX_DOCUMENT_CHARS:,}")])
     problems = _raw_problems(raw)
     document = None
     try:

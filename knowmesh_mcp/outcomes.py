@@ -18,6 +18,7 @@ from typing import Any
 from . import next_steps
 from .environment import Environment, env_from_mapping, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
+from .limits import to_int
 from .evidence import OUTCOMES, Evidence, node_stats
 from .model import canonical_json
 from .publishing import behavior_hash, check_agent, require_node_id
@@ -163,13 +164,15 @@ FEEDBACK_PAGE = 500
 def _count_param(name: str, value: Any, default: int, lowest: int) -> int:
     if value is None or value == "":
         return default
+    return to_int(value, name, lowest=lowest)
+
+
+def _path_number(value: Any, what: str) -> int:
+    """A number taken from a URL path: anything that is not one of ours (or past 64 bits) is a 404."""
     try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise bad_parameter(name, f"{name} must be an integer") from None
-    if number < lowest:
-        raise bad_parameter(name, f"{name} must be at least {lowest}")
-    return number
+        return to_int(value, what, lowest=1)
+    except KnowmeshError:
+        raise not_found(what, str(value)[:40]) from None
 
 
 def _hour() -> str:
@@ -394,10 +397,7 @@ class Dedupe:
         if not isinstance(body, dict) or body.get("vote") not in ("same", "different"):
             raise bad_parameter("vote", "vote must be same or different", code="invalid_dedupe")
         agent = check_agent(body.get("agent"))
-        try:
-            number = int(task_id)
-        except (TypeError, ValueError):
-            raise not_found("dedupe_task", str(task_id)) from None
+        number = _path_number(task_id, "dedupe_task")
         async with self.store.write() as tx:
             task = await tx.dedupe_task(number)
             if task is None:
@@ -491,10 +491,7 @@ class ServiceIssues:
         return await self.store.service_issues()
 
     async def get_issue(self, number: Any) -> dict[str, Any]:
-        try:
-            wanted = int(number)
-        except (TypeError, ValueError):
-            raise not_found("issue", str(number)) from None
+        wanted = _path_number(number, "issue")
         found = await self.store.service_issues(wanted, 1)
         if not found:
             raise not_found("issue", str(number))

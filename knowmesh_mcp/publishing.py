@@ -5,6 +5,7 @@ the store (computed outside the write transaction).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -13,7 +14,8 @@ from typing import Any
 
 from .environment import describe_scope, scopes_overlap, solution_scope
 from .errors import KnowmeshError, bad_parameter
-from .model import InvalidNode, NodeDocument, check_node_id
+from .limits import MAX_CONFLICTS
+from .model import InvalidNode, NodeDocument, check_node_id, validate_node
 from .normalize import quoted_values, signature_hash
 from .search import index_row
 from .store import NewNode
@@ -59,6 +61,10 @@ def check_overlaps(document: NodeDocument) -> None:
                     "solutions": [first_id, second_id],
                     "scopes": [describe_scope(first), describe_scope(second)],
                 })
+                if len(conflicts) == MAX_CONFLICTS:
+                    break
+        if len(conflicts) == MAX_CONFLICTS:
+            break  # the first few say what to fix; the count of answers is bounded anyway
     if conflicts:
         pair = conflicts[0]["solutions"]
         raise KnowmeshError(
@@ -85,6 +91,22 @@ def check_summary(summary: Any) -> str:
     if len(summary) > MAX_SUMMARY:
         raise bad_parameter("summary", f"summary must be at most {MAX_SUMMARY} characters")
     return summary.strip()
+
+
+def prepare(raw: Any) -> Prepared:
+    """Validate a raw document (400 invalid_node, 409 overlapping_answer) and compute its write."""
+    try:
+        document = validate_node(raw)
+    except InvalidNode as error:
+        raise invalid_node_error(error) from None
+    check_overlaps(document)
+    return Prepared.of(document)
+
+
+async def prepare_off_loop(raw: Any) -> Prepared:
+    """`prepare` in a worker thread: validating, normalizing and indexing a document of up to
+    200,000 characters is CPU work that must not stall every other request."""
+    return await asyncio.to_thread(prepare, raw)
 
 
 @dataclass

@@ -157,7 +157,6 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     whole text hold."""
     text = candidate.text
     terms = query.terms
-    universe = query.universe
     counts = text.counts
     weights = tuple(query.weights(c) for c in counts)
     title, signature, article = (set(w) for w in weights)

@@ -33,7 +33,7 @@ from .outcomes import (
     ReviewQueue,
     ServiceIssues,
 )
-from .publishing import Prepared, check_overlaps, invalid_node_error, require_node_id
+from .publishing import Prepared, check_agent, check_overlaps, invalid_node_error, prepare_off_loop, require_node_id
 from .reading import (
     FIELD_SECTIONS,
     INCLUDES,
@@ -45,6 +45,7 @@ from .reading import (
     parse_list,
     search_result,
 )
+from .limits import json_problem, to_int
 from .ranking import Candidate, min_score, rescore
 from .search import (
     SEARCH_INDEX_VERSION,
@@ -89,13 +90,13 @@ def encode_cursor(payload: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> dict[str, Any]:
+def decode_cursor(cursor: str, *, name: str = "cursor") -> dict[str, Any]:
     try:
         payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise bad_parameter("cursor", "cursor is not one this server issued", code="invalid_cursor") from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("after"), str):
-        raise bad_parameter("cursor", "cursor is not one this server issued", code="invalid_cursor")
+    except (binascii.Error, ValueError, RecursionError):
+        raise bad_parameter(name, f"{name} is not one this server issued", code="invalid_cursor") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("after"), str) or json_problem(payload):
+        raise bad_parameter(name, f"{name} is not one this server issued", code="invalid_cursor")
     return payload
 
 
@@ -170,15 +171,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None) -> dict[str, Any]:
         """POST /v1/nodes: publish a new problem (with or without an answer). Status is forced to draft."""
+        agent = check_agent(agent) if agent is not None else None  # optional on create, never malformed
         if isinstance(raw, dict):
             raw = {**raw, "status": "draft", "license": "CC0-1.0"}
             raw.pop("version", None)
-        try:
-            document = validate_node(raw)
-        except InvalidNode as error:
-            raise invalid_node_error(error) from None
-        check_overlaps(document)
-        prepared = Prepared.of(document)
+        prepared = await prepare_off_loop(raw)
+        document = prepared.document
         async with self.store.write() as tx:
             if await tx.versions_of([document.id]):
                 raise KnowmeshError(
@@ -408,10 +406,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         limit = min(limit, 1000)
         after = 0
         if since:
-            payload = decode_cursor(since)
-            if not payload["after"].isdigit():
-                raise bad_parameter("since", "since is not a cursor this server issued", code="invalid_cursor")
-            after = int(payload["after"])
+            after = to_int(decode_cursor(since, name="since")["after"], "since", code="invalid_cursor",
+                           what="a cursor this server issued")
         rows = await self.store.changes_after(after, limit + 1)
         page = rows[:limit]
         # No changes: the cursor comes back unchanged, so a sync loop can simply keep it.
