@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -28,7 +29,8 @@ from .outcomes import (
     review_markdown,
     submitter,
 )
-from .pages import page_routes
+from .http_guard import CrossSiteGuard, is_loopback
+from .pages import PAGE_HEADERS, page_routes
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -111,6 +113,7 @@ def build_app(
     with_mcp: bool = True,
     write_limit: int = 10,
     host: str = "127.0.0.1",
+    cors_origins: tuple[str, ...] = (),
 ) -> Starlette:
     """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up.
 
@@ -314,7 +317,7 @@ def build_app(
         if "text/html" in request.headers.get("accept", ""):
             page = (f"<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
                     f"<title>{html.escape(title)}</title><pre style='white-space:pre-wrap'>{html.escape(markdown)}</pre>")
-            return HTMLResponse(page, headers=TRUST_HEADER)
+            return HTMLResponse(page, headers={**TRUST_HEADER, **PAGE_HEADERS})
         return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
     async def issues_index(request: Request) -> Response:
@@ -380,6 +383,7 @@ def build_app(
     return Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins)],
         exception_handlers={
             KnowmeshError: on_knowmesh_error,
             HTTPException: on_http_error,

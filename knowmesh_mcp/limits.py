@@ -8,6 +8,7 @@ anything else looks at it. Depends on `errors` only.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .errors import KnowmeshError, bad_parameter
@@ -62,15 +63,17 @@ def to_int(value: Any, name: str, *, lowest: int = 0, highest: int = MAX_INT, co
     if isinstance(value, bool):
         raise bad_parameter(name, f"{name} must be {what}", code=code)
     if isinstance(value, str):
-        text = value.strip()
-        if not text.lstrip("-").isdigit() or len(text) > 20:  # 20 digits are past 64 bits: no long parse
+        if not _INTEGER.match(value.strip()):  # ASCII digits, at most 20 of them: no long parse
             raise bad_parameter(name, f"{name} must be {what}", code=code)
-        value = int(text)
+        value = int(value)
     if not isinstance(value, int):
         raise bad_parameter(name, f"{name} must be {what}", code=code)
     if not lowest <= value <= highest:
         raise bad_parameter(name, f"{name} must be between {lowest} and {highest}", code=code)
     return value
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,20}\Z")
 
 
 def _surrogate(text: str) -> bool:

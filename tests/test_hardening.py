@@ -1,0 +1,181 @@
+"""The edges hold: no 500 on any input, bounded work, no cross-site write (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx2
+import pytest
+
+from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.limits import MAX_ANSWERS, MAX_DEPTH, MAX_ITEMS
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+NODE = "python/module-not-found-venv"
+WRITE_ROUTES = [
+    ("POST", "/v1/nodes"),
+    ("POST", "/v1/feedback"),
+    ("POST", f"/v1/nodes/{NODE}/failures"),
+    ("PATCH", f"/v1/nodes/{NODE}/article"),
+    ("POST", f"/v1/nodes/{NODE}/article/revisions"),
+    ("POST", "/v1/article-revisions/rev_0123/undo"),
+    ("POST", "/v1/dedupe/tasks"),
+    ("POST", "/v1/dedupe/tasks/1/votes"),
+    ("POST", "/v1/issues"),
+    ("POST", "/v1/search"),
+]
+
+
+def client_for(service: Service, **options) -> httpx2.AsyncClient:
+    app = build_app(service=service, with_mcp=False, **options)
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+async def written(service: Service) -> list:
+    return [d async for d in service.export_documents()]
+
+
+def deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(("method", "path"), WRITE_ROUTES)
+@pytest.mark.parametrize("body", [
+    deep(1_100),  # RecursionError in the parser
+    '{"a": ' + deep(MAX_DEPTH + 2) + "}",  # parses, but deeper than the bound
+    '{"id": ' + "9" * 4_400 + "}",  # past Python's 4,300-digit limit
+    '{"id": 92233720368547758070}',  # past 64 bits
+    '{"id": "\\ud800"}',  # a lone surrogate
+    '{"agent": {"id": "\\udfff"}, "summary": "x"}',
+])
+async def test_hostile_json_is_a_400_on_every_write_route(service: Service, make_doc, method, path, body):
+    await service.create_node(make_doc())
+    before = await written(service)
+    async with client_for(service, write_limit=0) as client:
+        response = await client.request(method, path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    assert response.json()["error"]["code"].startswith("invalid_")
+    assert await written(service) == before
+
+
+@pytest.mark.parametrize("agent", [["x"], {"id": ["a"]}, {"id": {"a": 1}}, {"id": 10**30}, {"id": 0}, "agent-a1"])
+async def test_create_validates_its_agent_like_every_write(service: Service, make_doc, agent):
+    async with client_for(service) as client:
+        response = await client.post("/v1/nodes", json={**make_doc(), "agent": agent})
+    assert response.status_code == 400 and "agent" in response.json()["error"]["field"]
+    assert await written(service) == []
+
+
+@pytest.mark.parametrize("path", [
+    "/issues/9223372036854775808", "/issues/-1", "/issues/99999999999999999999999",
+    "/v1/changes?since=" + "eyJhZnRlciI6ICI5OTk5OTk5OTk5OTk5OTk5OTk5OTk5In0",  # {"after": "9999999999999999999999"}
+    "/v1/changes?since=not-a-cursor", "/v1/changes.jsonl?since=%00%ff",
+    "/v1/changes?since=" + "W1tbW1tbW1tbW1tbW1tbXV1dXV1dXV1dXV1dXV1d",  # a nested list
+    "/v1/nodes?cursor=eyJhZnRlciI6IDF9",  # {"after": 1}
+    f"/v1/nodes/{NODE}/feedback?after=92233720368547758070",
+    f"/v1/nodes/{NODE}/article/revisions?from_revision=92233720368547758070&to_revision=1",
+    "/v1/search?q=x&limit=92233720368547758070", "/v1/search?q=x&limit=%C2%B2", "/v1/review?limit=-9" + "9" * 30,
+])
+async def test_huge_and_malformed_numbers_in_urls_are_4xx(service: Service, make_doc, path):
+    await service.create_node(make_doc())
+    async with client_for(service) as client:
+        response = await client.get(path)
+    assert response.status_code in {400, 404}, (path, response.status_code, response.text[:300])
+    assert response.json()["error"]["code"]
+
+
+async def test_dedupe_task_ids_past_64_bits_are_404(service: Service, make_doc):
+    async with client_for(service) as client:
+        response = await client.post("/v1/dedupe/tasks/9223372036854775808/votes",
+                                     json={"vote": "same", "agent": {"id": "a"}})
+    assert response.status_code == 404
+
+
+async def test_documents_are_bounded_before_they_are_checked(service: Service, make_doc):
+    solution = make_doc()["content"]["solutions"][0]
+    many = [{**solution, "id": f"s{i}", "env": [f"label{i}"]} for i in range(MAX_ANSWERS + 1)]
+    too_many_answers = make_doc()
+    too_many_answers["content"]["solutions"] = many
+    long_fix = make_doc()
+    long_fix["content"]["solutions"][0]["fix"] = ["echo x"] * (MAX_ITEMS + 1)
+    huge = make_doc()
+    huge["content"]["symptom"] = "x" * 19_000
+    huge["content"]["boundaries"] = ["y" * 19_000] * 11
+    nested = make_doc()
+    nested["content"]["alternatives"] = [json.loads('{"a": ' + deep(MAX_DEPTH) + "}")]
+    for document, field in ((too_many_answers, "/content/solutions"), (long_fix, "/content/solutions/0/fix"),
+                            (huge, "/"), (nested, "/content/alternatives/0/a")):
+        async with client_for(service) as client:
+            response = await client.post("/v1/nodes", json=document)
+        assert response.status_code == 400, response.text[:200]
+        assert response.json()["error"]["field"].startswith(field)
+    assert await written(service) == []
+
+
+async def test_overlapping_answers_report_a_few_conflicts_quickly(service: Service, make_doc):
+    solution = make_doc()["content"]["solutions"][0]
+    document = make_doc()
+    document["content"]["solutions"] = [{**solution, "id": f"s{i}", "env": []} for i in range(MAX_ANSWERS)]
+    started = time.perf_counter()
+    async with client_for(service) as client:
+        response = await client.post("/v1/nodes", json=document)
+    assert time.perf_counter() - started < 5  # was minutes for 1,200 answers; the bound makes it trivial
+    assert response.status_code == 409 and len(response.json()["error"]["conflicting_answers"]) == 5
+
+
+# -- cross-site writes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("content_type", "body"), [
+    ("text/plain", '{"node": "python/module-not-found-venv", "outcome": "failed"}'),
+    ("application/x-www-form-urlencoded", "id=python%2Fx&title=x"),
+    ("multipart/form-data; boundary=x", "--x--"),
+])
+async def test_writes_take_json_only(service: Service, make_doc, content_type, body):
+    await service.create_node(make_doc())
+    before = await written(service)
+    async with client_for(service) as client:
+        for path in ("/v1/feedback", "/v1/nodes"):
+            response = await client.post(path, content=body, headers={"content-type": content_type})
+            assert response.status_code == 415 and response.json()["error"]["code"] == "unsupported_media_type"
+    assert await written(service) == before
+
+
+async def test_a_loopback_server_refuses_writes_from_other_sites(service: Service, make_doc):
+    document = make_doc()
+    async with client_for(service) as client:
+        evil = await client.post("/v1/nodes", json=document, headers={"origin": "https://evil.example"})
+        rebound = await client.post("/v1/nodes", json=document, headers={"host": "evil.example:8765"})
+        local = await client.post("/v1/nodes", json=document, headers={"origin": "http://localhost:8765"})
+        preflight = await client.options("/v1/nodes", headers={"origin": "https://evil.example",
+                                                               "access-control-request-method": "POST"})
+        read = await client.get(f"/v1/nodes/{document['id']}", headers={"origin": "https://evil.example"})
+    assert (evil.status_code, evil.json()["error"]["code"]) == (403, "forbidden_origin")
+    assert (rebound.status_code, rebound.json()["error"]["code"]) == (403, "forbidden_host")
+    assert local.status_code == 201
+    assert preflight.status_code == 403 and "access-control-allow-origin" not in preflight.headers
+    assert read.status_code == 200 and "access-control-allow-origin" not in read.headers  # no CORS by default
+
+
+async def test_cors_is_an_allow_list(service: Service, make_doc):
+    allowed = "https://ide.example"
+    async with client_for(service, cors_origins=(allowed,)) as client:
+        preflight = await client.options("/v1/feedback", headers={"origin": allowed,
+                                                                  "access-control-request-method": "POST"})
+        created = await client.post("/v1/nodes", json=make_doc(), headers={"origin": allowed})
+        other = await client.post("/v1/nodes", json=make_doc(), headers={"origin": "https://evil.example"})
+    assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == allowed
+    assert created.status_code == 201 and created.headers["access-control-allow-origin"] == allowed
+    assert other.status_code == 403
+
+
+async def test_issue_pages_get_the_pages_policy(service: Service):
+    await service.file_issue({"title": "<script>x</script>", "body": "b", "agent": {"id": "a"}})
+    async with client_for(service) as client:
+        page = await client.get("/issues", headers={"accept": "text/html"})
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert "<script>x" not in page.text
