@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import KnowmeshError
+from .errors import DatabaseUnusable, KnowmeshError
 
 
 def default_db_path() -> str:
@@ -26,6 +26,21 @@ def default_db_path() -> str:
         return os.environ["KNOWMESH_DB"]
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(data_home) / "knowmesh" / "knowmesh.db")
+
+
+def database_path(args: argparse.Namespace) -> str:
+    """The database this command uses. An explicit one (--db, KNOWMESH_DB) must be in an existing
+    folder, which `Store.open` checks; the default location's folder is created on first use."""
+    if args.db:
+        return args.db
+    path = default_db_path()
+    if not os.environ.get("KNOWMESH_DB"):
+        folder = Path(path).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"cannot create {path}: folder {folder} cannot be made ({error.strerror or error})") from None
+    return path
 
 
 def _truthy(value: str | None) -> bool:
@@ -86,7 +101,7 @@ async def _open(args: argparse.Namespace):  # -> Service, imported lazily to kee
     from .service import Service
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
-    return await Service.open(args.db or default_db_path(), seed=not empty)
+    return await Service.open(database_path(args), seed=not empty)
 
 
 async def _search(args: argparse.Namespace) -> int:
@@ -211,16 +226,16 @@ def progress_bar(stream: Any) -> Any:
 
 
 async def _serve_stdio(args: argparse.Namespace) -> int:
-    from .mcp_server import build_mcp_server
-
     remote = args.remote or os.environ.get("KNOWMESH_URL")
     if remote:
         from .remote import RemoteMesh
 
         mesh: Any = RemoteMesh(remote_url(remote))
     else:
-        mesh = await _open(args)
+        mesh = await _open(args)  # before importing mcp: a bad database is refused at once
     try:
+        from .mcp_server import build_mcp_server
+
         server = build_mcp_server(lambda: mesh, read_only=args.read_only, local_agent=True)
         await server.run_stdio_async()
     finally:
@@ -238,13 +253,24 @@ def remote_url(url: str) -> str:
     return url.strip().rstrip("/")
 
 
+async def _check_database(args: argparse.Namespace) -> None:
+    """Open (creating and seeding a new one) and close the database, so that a bad one is refused
+    with one line before uvicorn starts; the app's own open then finds it ready."""
+    service = await _open(args)
+    await service.close()
+
+
 def _serve_http(args: argparse.Namespace) -> int:
+    db_path = database_path(args)
+    if db_path != ":memory:":
+        asyncio.run(_check_database(args))
+
     import uvicorn
 
     from .http_app import build_app
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
-    app = build_app(db_path=args.db or default_db_path(), seed=not empty, read_only=args.read_only,
+    app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only,
                     write_limit=args.write_limit, host=args.host)
     print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
@@ -274,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)
         return 2
+    except DatabaseUnusable as error:  # the message names the path and what is wrong
+        print(f"knowmesh-mcp: {error.message}", file=sys.stderr)
+        return 2 if error.status < 500 else 1
     except KnowmeshError as error:
         print(f"knowmesh-mcp: {error.code}: {error.message}", file=sys.stderr)
         return 2 if error.status < 500 else 1

@@ -27,7 +27,7 @@ from .publishing import (
     prepare_off_loop,
     require_node_id,
 )
-from .reading import ReadResult, parse_list
+from .reading import ReadRequest, ReadResult, parse_list
 from .search import index_row
 from .store import Edit, RevisionRow, Store, Writer
 
@@ -65,9 +65,14 @@ class ArticleEditing:
 
     store: Store
 
-    async def read_article(self, node_id: str) -> ReadResult:
-        """GET /v1/nodes/{id}/article: the document to edit, with the revision to send as base."""
+    async def read_article(self, node_id: str, *, include: str | None = None) -> ReadResult:
+        """GET /v1/nodes/{id}/article: the document to edit, with the revision to send as base.
+
+        Like a read, it carries `next` when no answer is usable, and the shared failed approaches
+        (archived ones marked) on `include=archived_failures`.
+        """
         require_node_id(node_id)
+        included = tuple(parse_list(include, name="include", allowed=("alternatives", "archived_failures")) or ())
         row = await self.store.get_node(node_id)
         if row is None:
             raise not_found("node", node_id)
@@ -80,7 +85,12 @@ class ArticleEditing:
             "id": node_id, "revision": row.revision, "version": row.version, "status": row.status,
             "has_answer": row.has_answer, "updated_at": row.updated_at, "trust": "untrusted-data", "article": article,
         }
-        etag = '"' + hashlib.sha256(f"article|{row.version}|{row.revision}|{row.status}".encode()).hexdigest()[:32] + '"'
+        view = (await self.read_node(node_id, ReadRequest(include=included))).body  # type: ignore[attr-defined]
+        for key in ("next", "failures"):
+            if key in view:
+                body[key] = view[key]
+        tag = f"article|{row.version}|{row.revision}|{row.status}|{','.join(included)}|{len(view.get('failures', []))}"
+        etag = '"' + hashlib.sha256(tag.encode()).hexdigest()[:32] + '"'
         return ReadResult(body=body, etag=etag, cache_control=ARTICLE_CACHE_CONTROL)
 
     async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]:

@@ -47,3 +47,16 @@ def bad_parameter(name: str, message: str, code: str = "invalid_parameter") -> K
 def remote_error(message: str) -> KnowmeshError:
     """A remote mesh answered something that is not a knowmesh answer (sync, remote stdio)."""
     return KnowmeshError(502, "remote_error", message)
+
+
+class DatabaseUnusable(KnowmeshError):
+    """The database path cannot be opened as a knowmesh database (not SQLite, another
+    application's SQLite, a missing folder, no permission, locked).
+
+    Raised by `Store.open` before it changes anything; `message` is one line naming the
+    path, which the CLI prints alone (exit 2, or 1 when the database is only busy).
+    """
+
+    def __init__(self, path: str, message: str, *, status: int = 400, code: str = "database_unusable"):
+        super().__init__(status, code, message, path=path)
+        self.path = path

@@ -8,7 +8,6 @@ domain logic and no SQL. Every error, including malformed requests, is the JSON 
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
@@ -30,7 +29,7 @@ from .outcomes import (
     submitter,
 )
 from .http_guard import CrossSiteGuard, is_loopback
-from .pages import PAGE_HEADERS, page_routes
+from .pages import PAGE_HEADERS, page, page_routes, render_markdown
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -169,6 +168,9 @@ def build_app(
         rest: str = request.path_params["rest"]
         if rest.endswith("/article") or rest.endswith("/article/revisions"):
             return await article_routes(request, rest)
+        if rest.endswith("/solutions"):
+            raise KnowmeshError(410, "gone", "answers are no longer posted separately: add one with PATCH "
+                                f"{rest.removesuffix('/solutions')}/article (op set, path /content/solutions/-)")
         if rest.endswith("/failures"):
             return await failure_routes(request, require_node_id(rest.removesuffix("/failures")))
         if rest.endswith("/feedback") and request.method == "GET":
@@ -199,7 +201,7 @@ def build_app(
         node_id = require_node_id(rest.removesuffix("/revisions").removesuffix("/article"))
         service = current()
         if request.method == "GET" and not history:
-            result = await service.read_article(node_id)
+            result = await service.read_article(node_id, include=request.query_params.get("include"))
             return read_response(request, result, markdown=False)
         if request.method == "GET":
             params = request.query_params
@@ -313,11 +315,9 @@ def build_app(
         return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
 
     def as_page(request: Request, markdown: str, title: str) -> Response:
-        """Markdown, or a minimal escaped HTML page on Accept: text/html."""
+        """Markdown, or on Accept: text/html the same Markdown rendered as a page (no raw HTML, no script links)."""
         if "text/html" in request.headers.get("accept", ""):
-            page = (f"<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-                    f"<title>{html.escape(title)}</title><pre style='white-space:pre-wrap'>{html.escape(markdown)}</pre>")
-            return HTMLResponse(page, headers={**TRUST_HEADER, **PAGE_HEADERS})
+            return page(title, render_markdown(markdown), headers={**TRUST_HEADER, **PAGE_HEADERS})
         return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
     async def issues_index(request: Request) -> Response:

@@ -156,7 +156,7 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
     """Rules pydantic cannot state per field; checked on the raw input so all errors surface at once."""
     problems = check_node_id(raw.get("id"))
     ecosystem = raw.get("ecosystem")
-    if not isinstance(ecosystem, str) or not ECOSYSTEM_RE.match(ecosystem.strip().lower()):
+    if not isinstance(ecosystem, str) or not ECOSYSTEM_RE.match(canonical_ecosystem(ecosystem)):  # `.net` folds first
         problems.append(Problem(field="/ecosystem", rule="ecosystem_format",
                                 message="ecosystem must be a short lowercase name such as python, node or go"))
     elif not problems:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import next_steps
+from . import markdown, next_steps
 from .environment import Environment, env_from_mapping, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
 from .limits import to_int
@@ -159,6 +160,7 @@ class OutcomeReporting:
 
 
 FEEDBACK_PAGE = 500
+MAX_FAILED_REPORTS = 10_000  # failure reports one /failures read lists
 
 
 def _count_param(name: str, value: Any, default: int, lowest: int) -> int:
@@ -263,7 +265,17 @@ class FailedAttempts:
         require_node_id(node_id)
         if await self.store.get_node(node_id) is None:
             raise not_found("node", node_id)
-        return {"id": node_id, "failures": await self.store.failures_of(node_id), "trust": "untrusted-data"}
+        reports = [
+            {key: row[key] for key in ("id", "solution_id", "solution_revision", "outcome", "cluster", "environment",
+                                       "reason", "note", "exit_code", "created_at")}
+            | {"agent": {"id": row["agent_id"], "model": row["model"]} if row["agent_id"] else None}
+            for row in await self.store.feedback_after(node_id, 0, MAX_FAILED_REPORTS)
+            if row["outcome"] in ("failed", "dangerous")
+        ]
+        # Nothing is deleted: failed attempts answered since, and failure reports that later solved
+        # reports disputed or cleared, stay listed (`archived`, and the answers' states, say what holds now).
+        return {"id": node_id, "failures": await self.store.failures_of(node_id), "failed_reports": reports,
+                "trust": "untrusted-data"}
 
 
 async def archive_answered_failures(tx: Writer, node_id: str, document: dict[str, Any], revision_id: str) -> None:
@@ -499,15 +511,23 @@ class ServiceIssues:
 
 
 def issues_markdown(issues: list[dict[str, Any]]) -> str:
+    """/issues: every title escaped like node prose (untrusted text from anyone)."""
     lines = ["# Service issues", "", "Reports about knowmesh itself. File one with POST /v1/issues.", ""]
-    lines += [f"- #{i['number']} [{i['status']}] {i['title']}" for i in issues] or ["No issues filed."]
+    # A title opening with "(" is escaped too: older renderers read "[open] (url)" as a link.
+    lines += [f"- #{int(i['number'])} [{markdown.inline(str(i['status']))}] "
+              + re.sub(r"^\(", r"\\(", markdown.inline(i["title"])) for i in issues]
+    if not issues:
+        lines.append("No issues filed.")
     return "\n".join(lines) + "\n"
 
 
 def issue_markdown(issue: dict[str, Any]) -> str:
-    lines = [f"# #{issue['number']}: {issue['title']}", "", f"Status: {issue['status']}, filed {issue['created_at']}", "",
-             issue["body"], ""]
-    lines += [f"- {name}: {issue[name]}" for name in ISSUE_FIELDS if issue.get(name)]
+    """/issues/{n}: title, body and details are untrusted text, escaped so they form no Markdown
+    structure and no HTML (the body's lines stay lines, its blank lines paragraph breaks)."""
+    lines = [markdown.heading(1, f"#{int(issue['number'])}: {issue['title']}"), "",
+             f"Status: {markdown.inline(str(issue['status']))}, filed {markdown.inline(str(issue['created_at']))}", "",
+             markdown.block(issue["body"]), ""]
+    lines += [markdown.item(issue[name], prefix=f"{name}: ") for name in ISSUE_FIELDS if issue.get(name)]
     if issue.get("labels"):
-        lines.append("- labels: " + ", ".join(issue["labels"]))
+        lines.append("- labels: " + ", ".join(markdown.inline(label) for label in issue["labels"]))
     return "\n".join(lines) + "\n"

@@ -537,9 +537,23 @@ def _rewrite_doc_links(tokens: list[Token]) -> None:
                 token.attrSet("href", f"/docs/{match['name']}{match['fragment'] or ''}")
 
 
+# Schemes a link or image may never point at: they run script or smuggle a document (markdown-it's own
+# check lets data:image/... through; no page here needs it).
+_UNSAFE_SCHEME = re.compile(r"^(?:javascript|vbscript|data|file):")
+_URL_NOISE = re.compile(r"[\x00-\x20\x7f-\x9f]+")
+
+
+def safe_link(url: str) -> bool:
+    """False for a `javascript:`, `vbscript:`, `data:` or `file:` URL however it is spelled (case,
+    whitespace and control characters are dropped first, as browsers do)."""
+    return not _UNSAFE_SCHEME.match(_URL_NOISE.sub("", url).lower())
+
+
 def render_markdown(markdown: str) -> str:
-    """Markdown to HTML; raw HTML in the source is shown as text, never passed through."""
+    """Markdown to HTML; raw HTML in the source is shown as text, never passed through, and no
+    link or image points at a script or data URL."""
     renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+    renderer.validateLink = safe_link  # type: ignore[method-assign]
     tokens = renderer.parse(markdown)
     _rewrite_doc_links(tokens)
     return renderer.renderer.render(tokens, renderer.options, {})

@@ -347,6 +347,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         results = []
         ceiling = 1.0
         for candidate, result in ranked[:limit]:
+            if wanted is not None and result["ecosystem"] != wanted and results and results[-1]["ecosystem"] == wanted:
+                ceiling = min(ceiling, results[-1]["score"] - 0.0001)  # the ecosystem tier: strictly below
             ceiling = min(ceiling, candidate.score)  # scores never increase down the list
             result["score"] = round(max(ceiling, 0.0), 4)
             results.append(result)

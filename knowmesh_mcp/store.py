@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from collections import Counter, OrderedDict
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+
+from .errors import DatabaseUnusable
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -743,16 +747,28 @@ class Store:
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
+        """Open a knowmesh database, creating and migrating it if it is new.
+
+        The folder must exist (callers create their default location themselves). A path
+        that is not a database, a SQLite database of another application, or a file that
+        cannot be read or written raises `DatabaseUnusable` before anything is written,
+        and no connection (nor its thread) outlives a failed open.
+        """
         path = str(path)
         if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
             path = str(Path(path).expanduser())
-        writer = await _connect(path)
+            check_database_file(path)
+        opened: list[aiosqlite.Connection] = []
         try:
+            writer = await _connect(path, identify=True)
+            opened.append(writer)
             created = await _migrate(writer)
             reader = await _connect(path) if path != ":memory:" else writer
-        except BaseException:
-            await writer.close()
+        except BaseException as error:
+            for connection in reversed(opened):
+                await _discard(connection)
+            if isinstance(error, sqlite3.Error):
+                raise _unusable(path, error) from error
             raise
         return cls(path, writer, reader, created)
 
@@ -1164,13 +1180,109 @@ class Store:
 
 
 
-async def _connect(path: str) -> aiosqlite.Connection:
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def check_database_file(path: str) -> None:
+    """Refuse, without opening it, a path that cannot hold a knowmesh database.
+
+    Accepted: an existing regular file that starts like a SQLite database, or is empty, and
+    that this process may read and write; or a missing file in an existing, writable folder
+    (the folder is never created here). Anything else raises `DatabaseUnusable`.
+    """
+    folder = Path(path).parent
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        if not folder.is_dir():
+            what = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+            raise DatabaseUnusable(path, f"cannot create {path}: {what}") from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise DatabaseUnusable(path, f"cannot create {path}: folder {folder} is not writable") from None
+        return
+    except OSError as error:  # e.g. a folder we may not enter, a name too long
+        raise DatabaseUnusable(path, f"cannot open {path} ({error.strerror or error})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DatabaseUnusable(path, f"{path} is a folder, not a database file")
+    if not stat.S_ISREG(info.st_mode):
+        raise DatabaseUnusable(path, f"{path} is not a knowmesh database (not a regular file)")
+    try:
+        with open(path, "rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise DatabaseUnusable(path, f"cannot read {path} ({error.strerror or error})") from None
+    if header and header != SQLITE_HEADER:
+        raise DatabaseUnusable(path, f"{path} is not a knowmesh database (file is not a database)")
+    if not os.access(path, os.W_OK):
+        raise DatabaseUnusable(path, f"{path} is read-only (knowmesh needs to write to its database)")
+    if not os.access(folder, os.W_OK | os.X_OK):  # WAL mode keeps -wal and -shm files beside the database
+        raise DatabaseUnusable(path, f"cannot open {path}: folder {folder} is not writable")
+
+
+def _unusable(path: str, error: sqlite3.Error) -> DatabaseUnusable:
+    """The one line for a SQLite error raised while opening `path`."""
+    message = str(error) or type(error).__name__
+    if isinstance(error, sqlite3.OperationalError):
+        if "locked" in message or "busy" in message:
+            return DatabaseUnusable(path, f"cannot open {path} ({message})", status=503, code="database_busy")
+        return DatabaseUnusable(path, f"cannot open {path} ({message})")
+    return DatabaseUnusable(path, f"{path} is not a knowmesh database ({message})")
+
+
+async def _identify(connection: aiosqlite.Connection, path: str) -> None:
+    """Refuse a SQLite database that is not knowmesh's, before anything writes to it.
+
+    Ours: no schema at all (new), or a `schema_migrations` table of knowmesh's shape whose
+    applied migrations carry knowmesh's names (an empty one, left by an interrupted first
+    open, may stand alone). Read-only: even `journal_mode = WAL` would rewrite the header.
+    """
+    rows = await connection.execute_fetchall(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    )
+    tables = [row[0] for row in rows]
+    if not tables:
+        if list(await connection.execute_fetchall("SELECT 1 FROM sqlite_master LIMIT 1")):
+            raise DatabaseUnusable(path, f"{path} is not a knowmesh database (it has no knowmesh tables)")
+        return
+    if "schema_migrations" not in tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise DatabaseUnusable(
+            path, f"{path} is not a knowmesh database (a SQLite database with no schema_migrations table; tables: {shown})"
+        )
+    columns = {row[1] for row in await connection.execute_fetchall("PRAGMA table_info(schema_migrations)")}
+    if not {"version", "name", "applied_at"} <= columns:
+        raise DatabaseUnusable(path, f"{path} is not a knowmesh database (its schema_migrations table is another application's)")
+    applied = list(await connection.execute_fetchall("SELECT version, name FROM schema_migrations"))
+    known = {number: name for number, name, _ in migrations()}
+    if any(known.get(version, name) != name for version, name in applied) or (not applied and len(tables) > 1):
+        raise DatabaseUnusable(path, f"{path} is not a knowmesh database (its schema_migrations are not knowmesh's)")
+
+
+async def _discard(connection: aiosqlite.Connection) -> None:
+    """Close a connection after a failure without raising over it; aiosqlite ends its thread either way."""
+    try:
+        await connection.close()
+    except Exception:
+        pass
+
+
+async def _connect(path: str, *, identify: bool = False) -> aiosqlite.Connection:
+    """A connection in WAL mode; with `identify`, only once the database is known to be ours (or new).
+
+    Closed again if anything fails, so its (non-daemon) worker thread never keeps the process alive.
+    """
     connection = await aiosqlite.connect(path, isolation_level=None)
-    await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    await connection.execute("PRAGMA journal_mode = WAL")
-    await connection.execute("PRAGMA synchronous = NORMAL")
-    await connection.execute("PRAGMA foreign_keys = ON")
-    await connection.execute("PRAGMA cache_size = -32000")  # 32 MB: FTS segment writes stay in memory
+    try:
+        await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if identify:
+            await _identify(connection, path)
+        await connection.execute("PRAGMA journal_mode = WAL")
+        await connection.execute("PRAGMA synchronous = NORMAL")
+        await connection.execute("PRAGMA foreign_keys = ON")
+        await connection.execute("PRAGMA cache_size = -32000")  # 32 MB: FTS segment writes stay in memory
+    except BaseException:
+        await _discard(connection)
+        raise
     return connection
 
 

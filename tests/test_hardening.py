@@ -179,3 +179,86 @@ async def test_issue_pages_get_the_pages_policy(service: Service):
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
     assert page.headers["x-content-type-options"] == "nosniff"
     assert "<script>x" not in page.text
+
+
+# -- the contract's loose ends ----------------------------------------------------------------
+
+
+async def test_the_old_solutions_route_is_gone(service: Service, make_doc):
+    await service.create_node(make_doc())
+    async with client_for(service) as client:
+        response = await client.post(f"/v1/nodes/{NODE}/solutions", json={"id": "x"})
+    assert response.status_code == 410 and "PATCH" in response.json()["error"]["message"]
+
+
+async def test_article_reads_restore_archived_failures_and_carry_next(service: Service, make_doc):
+    open_problem = make_doc(id="python/open-one", error="OpenError: nobody knows yet")
+    open_problem["content"]["solutions"] = []
+    await service.create_node(open_problem)
+    attempt = {"environment": {"os": "linux"}, "summary": "reinstalled", "steps": ["pip install x"],
+               "reason": "same error", "agent": {"id": "a1"}}
+    await service.report_failed_attempt("python/open-one", attempt)
+    async with client_for(service) as client:
+        unsolved = (await client.get("/v1/nodes/python/open-one/article")).json()
+        answer = make_doc()["content"]["solutions"][1]
+        patched = await client.patch("/v1/nodes/python/open-one/article", json={
+            "base_revision": unsolved["revision"], "agent": {"id": "a2"}, "summary": "Add the linux answer",
+            "ops": [{"op": "set", "path": "/content/solutions/-", "value": answer}]})
+        plain = (await client.get("/v1/nodes/python/open-one/article")).json()
+        archived = (await client.get("/v1/nodes/python/open-one/article?include=archived_failures")).json()
+        markdown = await client.get("/v1/nodes/python/open-one.md?include=archived_failures")
+    assert unsolved["next"]["patch_article"]["body"]["base_revision"] == unsolved["revision"]
+    assert patched.status_code == 200
+    assert "next" not in plain and "failures" not in plain
+    assert [f["archived"] for f in archived["failures"]] == [True]
+    assert markdown.status_code == 200
+
+
+async def test_failure_reports_stay_listed_after_evidence_clears_them(service: Service, make_doc):
+    await service.create_node(make_doc())
+    linux = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
+    for agent, outcome in (("f1", "failed"), ("f2", "failed"), ("s1", "solved"), ("s2", "solved")):
+        report = {"node": NODE, "solution": "venv-linux", "outcome": outcome, "env": linux, "agent": {"id": agent}}
+        if outcome == "failed":
+            report["reason"] = "still ModuleNotFoundError"
+        else:
+            report["evidence"] = {"verify": ".venv/bin/python -c 'import requests'", "exit_code": 0}
+        await service.report_outcome(report)
+    async with client_for(service) as client:
+        listed = (await client.get(f"/v1/nodes/{NODE}/failures")).json()
+        read = (await client.get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
+    assert [r["agent"]["id"] for r in listed["failed_reports"]] == ["f1", "f2"]
+    assert read["content"]["solutions"][0]["id"] == "venv-linux"  # cleared: served again, evidence kept
+
+
+async def test_dotnet_aliases_fold(service: Service, make_doc):
+    for alias, slug in ((".net", "a"), ("c#", "b"), ("csharp", "c")):
+        document = make_doc(id=f"dotnet/{slug}", ecosystem=alias, error=f"error NU1101: Unable to find package Pkg{slug}x")
+        created = await service.create_node(document)
+        assert created["id"] == f"dotnet/{slug}"
+    assert {n["ecosystem"] for n in (await service.list_nodes(ecosystem=".net"))["nodes"]} == {"dotnet"}
+
+
+async def test_the_asked_ecosystem_scores_strictly_above_the_others(tmp_path):
+    service = await Service.open(tmp_path / "seeded.db")
+    try:
+        envelope = await service.search("permission denied", ecosystem="docker", limit=10)
+    finally:
+        await service.close()
+    results = envelope["results"]
+    matching = [r["score"] for r in results if r["ecosystem"] == "docker"]
+    others = [r["score"] for r in results if r["ecosystem"] != "docker"]
+    assert matching and others and min(matching) > max(others)
+
+
+async def test_a_reader_can_recompute_the_version_it_read(service: Service, make_doc):
+    import hashlib
+
+    await service.create_node(make_doc())
+    async with client_for(service) as client:
+        read = (await client.get(f"/v1/nodes/{NODE}/article")).json()
+    article = {key: value for key, value in read["article"].items() if key not in ("status", "version")}
+    article["content"]["solutions"] = [{k: v for k, v in s.items() if k != "revision"}
+                                       for s in article["content"]["solutions"]]
+    canonical = json.dumps(article, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest() == read["version"]

@@ -34,7 +34,8 @@ async def test_file_list_and_read_issues(service: Service):
         assert markdown.headers["content-type"].startswith("text/markdown") and "#1 [open]" in markdown.text
         page = await client.get("/issues", headers={"accept": "text/html"})
         assert page.headers["content-type"].startswith("text/html")
-        assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;" in page.text
+        assert "<script>" not in page.text  # the page shows the Markdown, HTML-escaped
+        assert "<script>" not in markdown.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in markdown.text
         one = await client.get("/issues/1")
         assert one.status_code == 200 and "- endpoint: /v1/search" in one.text
         assert (await client.get("/issues/99")).status_code == 404
