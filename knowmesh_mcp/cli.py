@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--remote", metavar="URL",
                        help="stdio only: answer every tool through this mesh's HTTP API (default: $KNOWMESH_URL)")
     serve.add_argument("--write-limit", type=int, default=10, help="submissions per hour per agent or IP (0 disables)")
+    serve.add_argument("--trust-proxy", metavar="ADDR",
+                       help="believe X-Forwarded-For only from these proxy addresses (comma-separated; default: none)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="let pages of this origin call the API from a browser (repeatable; default: none)")
 
     search = commands.add_parser("search", parents=[common], help="search with a raw error or a description")
     search.add_argument("query", help="the raw error (quote it) or a description; - reads it from stdin")
@@ -267,13 +271,13 @@ def _serve_http(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .http_app import build_app
+    from .http_app import build_app, server_config
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
     app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only,
-                    write_limit=args.write_limit, host=args.host)
+                    write_limit=args.write_limit, host=args.host, cors_origins=tuple(args.cors_origin))
     print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp)", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.Server(server_config(app, host=args.host, port=args.port, trust_proxy=args.trust_proxy)).run()
     return 0
 
 

@@ -103,6 +103,18 @@ def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Re
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def server_config(app: Any, *, host: str, port: int, trust_proxy: str | None = None) -> Any:
+    """The uvicorn configuration of `serve --http` (and of the tests' servers).
+
+    Forwarded headers are believed only from `trust_proxy` (comma-separated addresses): uvicorn
+    trusts them from 127.0.0.1 by default, which let any local client pick its address.
+    """
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                          proxy_headers=bool(trust_proxy), forwarded_allow_ips=trust_proxy or "")
+
+
 def build_app(
     *,
     service: Service | None = None,

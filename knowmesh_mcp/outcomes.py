@@ -8,10 +8,8 @@ transaction and derive node_stats there.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import re
-import secrets
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from . import markdown, next_steps
 from .environment import Environment, env_from_mapping, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
+from .addresses import address_hash, address_secret
 from .limits import to_int
 from .evidence import OUTCOMES, Evidence, node_stats
 from .model import canonical_json
@@ -33,19 +32,19 @@ class OutcomeReporting:
     store: Store
 
     async def ip_hash(self, address: str | None) -> str | None:
-        """A keyed hash of a client address (secret made once per database); never the address."""
+        """A keyed hash of a client address (see `addresses`); never the address."""
         if not address:
             return None
-        secret = getattr(self, "_ip_secret", None) or await self.store.get_meta("ip_hash_secret")
+        secret = getattr(self, "_ip_secret", None)
         if secret is None:
-            async with self.store.write() as tx:
-                await tx.connection.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('ip_hash_secret', ?)", (secrets.token_hex(32),)
-                )
-            secret = await self.store.get_meta("ip_hash_secret")
-        assert secret is not None
-        self._ip_secret = secret  # made once per database, never changes: read it once
-        return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
+            # A secret an older version kept in the database moves out of it, so hashes stay stable.
+            kept = await self.store.get_meta("ip_hash_secret")
+            secret = address_secret(self.store.path, adopt=kept)
+            if kept is not None:
+                async with self.store.write() as tx:
+                    await tx.connection.execute("DELETE FROM meta WHERE key = 'ip_hash_secret'")
+            self._ip_secret = secret  # never changes: read it once
+        return address_hash(secret, address)
 
     async def check_submission(self, subject: str | None, limit: int) -> None:
         """Rate limit of the spec: `limit` accepted submissions per hour per subject (0: off)."""

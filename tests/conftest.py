@@ -15,7 +15,7 @@ import uvicorn
 from hypothesis import settings
 from mcp import Client
 
-from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.http_app import build_app, server_config
 from knowmesh_mcp.mcp_server import build_mcp_server
 from knowmesh_mcp.remote import RemoteMesh
 from knowmesh_mcp.service import Service
@@ -137,10 +137,11 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve an ASGI app with a real uvicorn server on a free loopback port; yields its base URL."""
+async def serving(app: Any, *, trust_proxy: str | None = None) -> AsyncIterator[str]:
+    """Serve an ASGI app with a real uvicorn server on a free loopback port, configured as
+    `serve --http` configures it; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port, trust_proxy=trust_proxy))
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)
         with anyio.fail_after(10):

@@ -262,3 +262,81 @@ async def test_a_reader_can_recompute_the_version_it_read(service: Service, make
                                        for s in article["content"]["solutions"]]
     canonical = json.dumps(article, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest() == read["version"]
+
+
+# -- client addresses -------------------------------------------------------------------------
+
+
+async def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(service: Service, make_doc):
+    from conftest import serving
+
+    async def creates(trust_proxy: str | None) -> list[int]:
+        statuses = []
+        async with serving(build_app(service=service, with_mcp=False, write_limit=2), trust_proxy=trust_proxy) as url:
+            async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+                for n in range(4):
+                    document = make_doc(id=f"python/forwarded-{trust_proxy}-{n}".replace("None", "x").replace(".", "-"),
+                                        error=f"ForwardedError: attempt{n}x{trust_proxy}")
+                    response = await client.post("/v1/nodes", json=document,
+                                                 headers={"x-forwarded-for": f"203.0.113.{n}"})
+                    statuses.append(response.status_code)
+        return statuses
+
+    assert await creates(None) == [201, 201, 429, 429]  # one address, whatever the header says
+    assert await creates("127.0.0.1") == [201, 201, 201, 201]  # a named proxy's header is believed
+
+
+async def test_the_address_secret_lives_outside_the_database(tmp_path, monkeypatch):
+    import os
+    import sqlite3
+
+    from knowmesh_mcp.addresses import SECRET_ENV, secret_file
+
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    path = tmp_path / "mesh.db"
+    service = await Service.open(path, seed=False)
+    try:
+        first = await service.ip_hash("198.51.100.7")
+    finally:
+        await service.close()
+    secret = secret_file(str(path))
+    assert secret.is_file() and secret.stat().st_mode & 0o777 == 0o600
+    assert secret.read_text().strip() not in path.read_bytes().decode("latin-1")
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM meta WHERE key = 'ip_hash_secret'").fetchone()[0] == 0
+    reopened = await Service.open(path, seed=False)
+    try:
+        assert await reopened.ip_hash("198.51.100.7") == first  # stable across restarts
+    finally:
+        await reopened.close()
+    monkeypatch.setenv(SECRET_ENV, "from-the-environment")
+    other = await Service.open(path, seed=False)
+    try:
+        assert await other.ip_hash("198.51.100.7") != first
+    finally:
+        await other.close()
+    assert os.environ[SECRET_ENV] == "from-the-environment"
+
+
+async def test_an_older_database_secret_moves_out_and_keeps_its_hashes(tmp_path, monkeypatch):
+    import hashlib
+    import hmac
+    import sqlite3
+
+    from knowmesh_mcp.addresses import SECRET_ENV, secret_file
+
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    path = tmp_path / "old.db"
+    service = await Service.open(path, seed=False)
+    await service.close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("INSERT INTO meta (key, value) VALUES ('ip_hash_secret', 'old-secret')")
+    service = await Service.open(path, seed=False)
+    try:
+        hashed = await service.ip_hash("192.0.2.1")
+    finally:
+        await service.close()
+    assert hashed == hmac.new(b"old-secret", b"192.0.2.1", hashlib.sha256).hexdigest()
+    assert secret_file(str(path)).read_text().strip() == "old-secret"
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM meta WHERE key = 'ip_hash_secret'").fetchone()[0] == 0

@@ -1,0 +1,44 @@
+"""Client addresses: which address a request came from, and the keyed hash that is all we keep.
+
+The address is the TCP peer's, never a header's: `X-Forwarded-For` is believed only from a
+proxy named by `--trust-proxy` (else rotating it would defeat the write limit and the
+anonymous-report dedupe). The hash is an HMAC under a secret that lives outside the database
+file, in `KNOWMESH_ADDRESS_SECRET` or a `0600` file beside it (`<db>.address-secret`), so a copied
+database does not tell which address sent what.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+SECRET_ENV = "KNOWMESH_ADDRESS_SECRET"
+_IN_MEMORY = secrets.token_hex(32)  # an in-memory database's secret lives as long as the process
+
+
+def secret_file(db_path: str) -> Path:
+    return Path(f"{db_path}.address-secret")
+
+
+def address_secret(db_path: str, *, adopt: str | None = None) -> str:
+    """The secret for the database at `db_path`: the environment's, else its file's (made on first
+    use, or holding `adopt`, a secret an older version kept in the database)."""
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV]
+    if db_path == ":memory:":
+        return _IN_MEMORY
+    path = secret_file(db_path)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip()
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write((adopt or secrets.token_hex(32)) + "\n")
+    return path.read_text(encoding="ascii").strip()
+
+
+def address_hash(secret: str, address: str) -> str:
+    return hmac.new(secret.encode(), address.encode(), hashlib.sha256).hexdigest()
