@@ -7,6 +7,7 @@ raise `KnowmeshError` with the spec's status and code.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -61,6 +62,7 @@ MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_SEARCH_LIMIT = 5
 LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
+LONG_QUERY = 65_536  # characters of a query read in a worker thread
 MAX_SEARCH_LIMIT = 20
 # Words in a query or environment that name an ecosystem, for the guidance of an empty search.
 ECOSYSTEM_HINTS = (
@@ -342,7 +344,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         limit = min(limit, MAX_SEARCH_LIMIT)
         machine = parse_env(env) if env and env.strip() else None
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
-        plan = QueryPlan.of(q)
+        # Reading a long paste is CPU work (35 ms for 1 MiB): off the event loop, so others' requests go on.
+        plan = QueryPlan.of(q) if len(q) < LONG_QUERY else await asyncio.to_thread(QueryPlan.of, q)
         ranked = await self.rank_candidates(plan, machine, wanted, depth=max(2 * limit, 10))
         results = []
         ceiling = 1.0
