@@ -2,24 +2,44 @@
 
 Domain errors come back as an `isError` tool result whose text is the same JSON error body
 as HTTP (in `mcp` 2.3 any other exception reaches the client as a bare "Error executing
-tool"). Tool parameters are flat, one typed argument each.
+tool"). Tool parameters are flat, one typed argument each; arguments are checked before a tool
+runs, and a bad one is an `invalid_argument` tool error naming it in plain words. Each tool's
+`outputSchema` comes from its result model in `results`, and its text copy is compact JSON.
+
+Over stdio every line is answered or dispatched (`stdio_transport.answering_stdio`).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Protocol
 
+import mcp_types
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .errors import KnowmeshError
+from .limits import json_problem
 from .reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
+from .results import (
+    ArticleHistory,
+    ArticleView,
+    CreatedNode,
+    FailedAttemptReceipt,
+    FeedbackReceipt,
+    PublishedEdit,
+    ReviewQueue,
+    SearchEnvelope,
+)
 from .service import llms_txt
+from .stdio_transport import answering_stdio, compact_json, shown
 
 log = logging.getLogger("knowmesh.mcp")
 
@@ -73,34 +93,202 @@ The error:
 
 def error_result(error: KnowmeshError) -> CallToolResult:
     body = error.to_body()
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
-        structured_content=body,
-        is_error=True,
-    )
+    return CallToolResult(content=[TextContent(type="text", text=compact_json(body))], structured_content=body, is_error=True)
 
 
-async def run_tool(call: Awaitable[dict[str, Any]]) -> dict[str, Any] | CallToolResult:
-    """Await a service call, turning domain errors into tool errors and never crashing the session."""
+async def run_tool(call: Awaitable[dict[str, Any]]) -> CallToolResult:
+    """Await a service call: its body as structured content with a compact JSON text copy, or a
+    domain error as a tool error. Never crashes the session."""
     try:
-        return await call
+        body = await call
     except KnowmeshError as error:
         return error_result(error)
     except Exception:  # a bug must not end the session: log it, tell the agent plainly
         log.exception("tool call failed")
         return error_result(KnowmeshError(500, "internal_error", "unexpected server error; please report it"))
+    return CallToolResult(content=[TextContent(type="text", text=compact_json(body))], structured_content=body)
 
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 
+# -- arguments ---------------------------------------------------------------------------
+
+# Names agents reach for, and the parameter they mean (offered only when the tool has it).
+ARGUMENT_ALIASES = {
+    "query": "q", "error": "q", "text": "q", "message": "q", "question": "q", "search": "q",
+    "environment": "env", "env": "environment", "node": "id", "node_id": "id", "id": "node",
+    "article_id": "id", "base": "base_revision", "revision": "base_revision", "token": "undo_token",
+}
+
+
+def invalid_argument(field: str, message: str) -> KnowmeshError:
+    return KnowmeshError(400, "invalid_argument", message, field=field)
+
+
+def argument_problem(tool: Tool, arguments: Mapping[str, Any]) -> KnowmeshError | None:
+    """The first thing wrong with a tool call's arguments, in plain words, or None.
+
+    Unknown names (with the likely intended one), then bounds on every value (depth, lone
+    surrogates, 64-bit integers), then each parameter's type and range.
+    """
+    properties: dict[str, Any] = tool.parameters.get("properties", {})
+    for name in arguments:
+        if name not in properties:
+            return invalid_argument(name, unknown_argument(tool.name, name, list(properties)))
+    for name, value in arguments.items():
+        problem = json_problem(value)
+        if problem is not None:
+            where, why = problem
+            steps = [step for step in where.split("/") if step]
+            place = "/".join([name, *steps[:4]]) + ("/…" if len(steps) > 4 else "")
+            return invalid_argument(name, f"{shown(place)}: {why}")
+    try:
+        tool.fn_metadata.validate_arguments(dict(arguments))
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        loc = [str(part) for part in first["loc"]] or ["arguments"]
+        name, where = loc[0], shown("/".join(loc))
+        schema = schema_at(properties.get(name, {}), loc[1:])
+        if first["type"] == "missing":
+            description = str(schema.get("description", "")).rstrip(".")
+            what = f": {description[:1].lower()}{description[1:]}" if description else ""
+            return invalid_argument(name, f"{where} is required{what}")
+        expected = expectation(schema)
+        if expected is None:
+            return invalid_argument(name, f"{where}: {first['msg'][:1].lower()}{first['msg'][1:]}")
+        given = json_kind(first.get("input"))
+        wrong_type = given != json_kind_of_schema(schema)
+        return invalid_argument(name, f"{where} must be {expected}" + (f", not {given}" if wrong_type else ""))
+    return None
+
+
+def unknown_argument(tool: str, name: str, known: list[str]) -> str:
+    lowered = name.lower()
+    alias = ARGUMENT_ALIASES.get(lowered)
+    prefixed = [k for k in known if len(k) >= 3 and (lowered.startswith(k) or k.startswith(lowered) and len(lowered) >= 3)]
+    close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.6)
+    guess = alias if alias in known else (close or prefixed or [None])[0]
+    if guess is not None:
+        return f"unknown argument '{shown(name)}'; did you mean '{guess}'?"
+    return f"unknown argument '{shown(name)}'; {tool} takes {', '.join(known)}"
+
+
+def schema_at(schema: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    """The JSON schema of the value at `path` (list indexes, object keys) under `schema`."""
+    for part in path:
+        schema = non_null(schema)
+        if schema.get("type") == "array":
+            schema = schema.get("items", {})
+        elif schema.get("type") == "object":
+            extra = schema.get("additionalProperties")
+            schema = schema.get("properties", {}).get(part) or (extra if isinstance(extra, dict) else {})
+        else:
+            return {}
+    return schema
+
+
+def non_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """`T` of an optional parameter's `anyOf: [T, null]` (the description stays the outer one)."""
+    branches = [b for b in schema.get("anyOf", []) if b.get("type") != "null"]
+    if len(branches) == 1:
+        return {**branches[0], **{k: v for k, v in schema.items() if k != "anyOf"}}
+    return schema
+
+
+def expectation(schema: dict[str, Any]) -> str | None:
+    """What a value must be, in words: 'an integer between 1 and 100', 'an array of strings'."""
+    schema = non_null(schema)
+    kind = schema.get("type")
+    if kind == "integer":
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is not None and high is not None:
+            return f"an integer between {low} and {high}"
+        if low is not None:
+            return f"an integer of at least {low}"
+        return "an integer"
+    if kind == "array":
+        items = expectation(schema.get("items", {})) if schema.get("items") else None
+        plural = {"a string": "strings", "an object": "objects", "an integer": "integers"}.get(items or "")
+        return f"an array of {plural}" if plural else "an array"
+    return {"string": "a string", "object": "an object", "boolean": "true or false", "number": "a number"}.get(str(kind))
+
+
+def json_kind_of_schema(schema: dict[str, Any]) -> str | None:
+    return {"integer": "an integer", "string": "a string", "array": "an array", "object": "an object",
+            "boolean": "a boolean", "number": "a number"}.get(str(non_null(schema).get("type")))
+
+
+def json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, name in ((int, "an integer"), (float, "a number"), (str, "a string"), (list, "an array"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return "a value of another type"
+
+
+async def plain_params_errors(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a request whose params do not fit its method (tools/call without a name,
+    arguments that are not an object) gets JSON-RPC invalid params naming the field in plain
+    words, instead of the SDK's bare "Invalid request parameters"."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as error:
+        if not error.title.endswith(("Request", "Params")):  # not the request's params: let it be
+            raise
+        items = error.errors(include_url=False)
+        items = [item for item in items if item["loc"][-1:] != ("_meta",)] or items  # _meta: the era's, not the caller's
+        fields = [".".join(str(part) for part in item["loc"]) or "params" for item in items[:3]]
+        words = [f"{shown(field)} {PARAMS_WORDS.get(item['type'], 'is invalid: ' + item['msg'].lower())}"
+                 for field, item in zip(fields, items, strict=False)]
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"invalid params for {shown(str(ctx.method))}: "
+                       + "; ".join(words), data={"field": fields[0]}) from None
+
+
+PARAMS_WORDS = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "list_type": "must be an array",
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+}
+
+
+class KnowmeshServer(MCPServer):
+    """`MCPServer` whose tools check their arguments in plain words and whose stdio transport
+    answers every line (see `answering_stdio`)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            problem = argument_problem(tool, arguments)
+            if problem is not None:
+                return error_result(problem)
+        return await super().call_tool(name, arguments, context)
+
+    async def run_stdio_async(self) -> None:
+        async with answering_stdio() as (read_stream, write_stream):
+            await self._lowlevel_server.run(read_stream, write_stream, self._lowlevel_server.create_initialization_options())
+
+    def close_input_schemas(self) -> None:
+        """Declare what `call_tool` enforces: a tool takes no argument its schema does not name."""
+        for tool in self._tool_manager.list_tools():
+            tool.parameters["additionalProperties"] = False
+
+
 def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_agent: bool = False,
-                     guard: SubmissionGuard | None = None) -> MCPServer:
+                     guard: SubmissionGuard | None = None) -> KnowmeshServer:
     """The knowmesh MCP server over a mesh. `local_agent`: default agent.id is this mesh's own (stdio).
     `guard`: submissions (create_node, report_outcome, report_failed_attempt) count against the
     HTTP server's write limit, per agent or client address, as on `/v1`."""
-    server = MCPServer("knowmesh", title="knowmesh", version="0.1.0", instructions=INSTRUCTIONS)
+    server = KnowmeshServer("knowmesh", title="knowmesh", version="0.1.0", instructions=INSTRUCTIONS,
+                            middleware=[plain_params_errors])
 
     async def submitted(agent: dict[str, Any] | None, ctx: Context, submit: Submit) -> dict[str, Any]:
         if guard is None:
@@ -133,12 +321,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
         ecosystem: Annotated[str | None, Field(description="python, node, go, rust, shell, docker, postgres, ... (ranks, never filters)")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Results wanted (at most 20 are returned)")] = 5,
         max_bytes: Annotated[int, Field(ge=MIN_BUDGET, le=1_000_000, description="Upper bound on the response size in bytes")] = 8192,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, SearchEnvelope]:
         async def call() -> dict[str, Any]:
             envelope = await get_mesh().search(q, env=env, ecosystem=ecosystem, limit=limit)
             return fit_search_to_budget(envelope, max_bytes)
 
-        return await run_tool(call())  # type: ignore[return-value]
+        return await run_tool(call())
 
     @server.tool(
         name="read_article",
@@ -158,12 +346,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
         fields: Annotated[str | None, Field(description="Comma-separated: symptom, context, root_cause, solutions, fix, verify, outcomes, failed, boundaries, provenance")] = None,
         include: Annotated[str | None, Field(description="Comma-separated: alternatives, archived_failures")] = None,
         max_bytes: Annotated[int, Field(ge=MIN_BUDGET, le=1_000_000, description="Upper bound on the response size in bytes")] = 8192,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, ArticleView]:
         async def call() -> dict[str, Any]:
             body = await get_mesh().read_view(id, env=env, solution=solution, fields=fields, include=include)
             return fit_to_budget(body, max_bytes)
 
-        return await run_tool(call())  # type: ignore[return-value]
+        return await run_tool(call())
 
     @server.tool(
         name="article_history",
@@ -179,8 +367,8 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
         id: Annotated[str, Field(description="Node id, {ecosystem}/{slug}")],
         from_revision: Annotated[int | None, Field(ge=1, description="Diff from this revision")] = None,
         to_revision: Annotated[int | None, Field(ge=1, description="Diff to this revision (default: current)")] = None,
-    ) -> dict[str, Any]:
-        return await run_tool(get_mesh().article_history(id, from_revision=from_revision, to_revision=to_revision))  # type: ignore[return-value]
+    ) -> Annotated[CallToolResult, ArticleHistory]:
+        return await run_tool(get_mesh().article_history(id, from_revision=from_revision, to_revision=to_revision))
 
     @server.tool(
         name="review_queue",
@@ -194,8 +382,8 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
     )
     async def review_queue(
         limit: Annotated[int, Field(ge=1, le=200, description="Items wanted")] = 20,
-    ) -> dict[str, Any]:
-        return await run_tool(get_mesh().review_queue(limit=limit))  # type: ignore[return-value]
+    ) -> Annotated[CallToolResult, ReviewQueue]:
+        return await run_tool(get_mesh().review_queue(limit=limit))
 
     if not read_only:
 
@@ -217,13 +405,13 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             ops: Annotated[list[dict[str, Any]], Field(description='[{"op": "set", "path": "/content/solutions/gnu-sed/fix/1", "value": "..."}, {"op": "remove", "path": "..."}]')],
             summary: Annotated[str, Field(description="One line: what the edit changes")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().patch_article(
                     id, base_revision=base_revision, ops=ops, agent=await default_agent(agent), summary=summary
                 )
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
         @server.tool(
             name="revise_article",
@@ -241,13 +429,13 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             article: Annotated[dict[str, Any], Field(description="The complete node document")],
             summary: Annotated[str, Field(description="One line: what the edit changes")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().revise_article(
                     id, base_revision=base_revision, article=article, agent=await default_agent(agent), summary=summary
                 )
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
         @server.tool(
             name="undo_edit",
@@ -264,13 +452,13 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             undo_token: Annotated[str, Field(description="The undo_token returned with that edit")],
             summary: Annotated[str, Field(description="One line: why you undo it")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().undo_edit(
                     revision_id, undo_token=undo_token, agent=await default_agent(agent), summary=summary
                 )
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
         @server.tool(
             name="report_outcome",
@@ -295,7 +483,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             note: Annotated[str | None, Field(description="Anything the next agent should know")] = None,
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
             ctx: Context | None = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, FeedbackReceipt]:
             async def call() -> dict[str, Any]:
                 author = await default_agent(agent)
                 report = {"node": node, "solution": solution, "outcome": outcome, "env": env, "evidence": evidence or {},
@@ -304,7 +492,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
                     report["revision"] = revision
                 return await submitted(author, ctx, lambda ip: get_mesh().report_outcome(report, ip_hash=ip))
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
         @server.tool(
             name="report_failed_attempt",
@@ -324,13 +512,13 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             reason: Annotated[str, Field(description="Why it did not work")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
             ctx: Context | None = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, FailedAttemptReceipt]:
             async def call() -> dict[str, Any]:
                 author = await default_agent(agent)
                 attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason, "agent": author}
                 return await submitted(author, ctx, lambda ip: get_mesh().report_failed_attempt(id, attempt, ip_hash=ip))
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
         @server.tool(
             name="create_node",
@@ -352,13 +540,13 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             content: Annotated[dict[str, Any], Field(description='{"symptom", "context", "root_cause", "solutions": [{"id", "title", "env", "fix": [...], "verify": {"command", "expected"}}], "failed_attempts": [...], "boundaries": [...]}')],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
             ctx: Context | None = None,
-        ) -> dict[str, Any]:
+        ) -> Annotated[CallToolResult, CreatedNode]:
             async def call() -> dict[str, Any]:
                 author = await default_agent(agent)
                 document = {"id": id, "ecosystem": ecosystem, "title": title, "signature": signature, "content": content}
                 return await submitted(author, ctx, lambda _: get_mesh().create_node(document, agent=author))
 
-            return await run_tool(call())  # type: ignore[return-value]
+            return await run_tool(call())
 
     @server.resource(
         "knowmesh://nodes/{ecosystem}/{slug}",
@@ -387,4 +575,5 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
     def llms() -> str:
         return llms_txt()
 
+    server.close_input_schemas()
     return server

@@ -117,8 +117,10 @@ async def test_every_invalid_document_is_a_tool_error_and_writes_nothing(service
             arguments = {key: document.get(key) for key in ("id", "ecosystem", "title", "signature", "content")}
             result = await client.call_tool("create_node", arguments)
             assert result.is_error, label
-            if result.content[0].text.startswith("{"):  # our validation (others: the SDK's type check)
-                error = error_body(result)["error"]
+            error = error_body(result)["error"]
+            if error["code"] == "invalid_argument":  # the tool's parameter type check, before the service
+                assert error["field"] == field.split("/")[1] and error["message"].startswith(error["field"]), label
+            else:
                 assert error["code"] == "invalid_node" and field in [p["field"] for p in error["problems"]], label
         assert await service.store.count_nodes() == 0
         good = make_doc()
