@@ -29,6 +29,7 @@ from .outcomes import (
     submitter,
 )
 from .http_guard import CrossSiteGuard, is_loopback
+from .openapi import openapi_document
 from .pages import PAGE_HEADERS, page, page_routes, render_markdown
 from .publishing import require_node_id
 from .reading import ReadResult
@@ -42,6 +43,7 @@ MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payloa
 SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
 SEARCH_FIELDS = {"q": str, "env": str, "ecosystem": str, "limit": int, "fields": str}
 TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
+EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
 
 
 def error_response(error: KnowmeshError) -> JSONResponse:
@@ -101,6 +103,20 @@ def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Re
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+def by_method(**handlers: Handler) -> Handler:
+    """One endpoint for a path served by several handlers: Starlette answers a 405 from the
+    first route whose path matches, so two routes on one path would each hide the other's methods."""
+
+    async def endpoint(request: Request) -> Response:
+        return await handlers["GET" if request.method == "HEAD" else request.method](request)
+
+    return endpoint
+
+
+def method_not_allowed(request: Request, allowed: str) -> HTTPException:
+    return HTTPException(405, f"{request.method} is not allowed here; use {allowed}", headers={"Allow": allowed})
 
 
 def server_config(app: Any, *, host: str, port: int, trust_proxy: str | None = None) -> Any:
@@ -175,22 +191,8 @@ def build_app(
         )
         return JSONResponse(page, headers=TRUST_HEADER)
 
-    async def node_routes(request: Request) -> Response:
-        """/v1/nodes/{ecosystem}/{slug}[.md], .../versions/{version}[.md], .../article[/revisions]."""
-        rest: str = request.path_params["rest"]
-        if rest.endswith("/article") or rest.endswith("/article/revisions"):
-            return await article_routes(request, rest)
-        if rest.endswith("/solutions"):
-            raise KnowmeshError(410, "gone", "answers are no longer posted separately: add one with PATCH "
-                                f"{rest.removesuffix('/solutions')}/article (op set, path /content/solutions/-)")
-        if rest.endswith("/failures"):
-            return await failure_routes(request, require_node_id(rest.removesuffix("/failures")))
-        if rest.endswith("/feedback") and request.method == "GET":
-            page = await current().list_feedback(rest.removesuffix("/feedback"), after=request.query_params.get("after"),
-                                                 limit=request.query_params.get("limit"))
-            return JSONResponse(page, headers=TRUST_HEADER)
-        if request.method != "GET":
-            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+    async def read_node(request: Request, rest: str) -> Response:
+        """/v1/nodes/{ecosystem}/{slug}[.md] and .../versions/{version}[.md]."""
         markdown = rest.endswith(".md")
         if markdown:
             rest = rest[: -len(".md")]
@@ -201,54 +203,84 @@ def build_app(
             fields=params.get("fields"), include=params.get("include"),
         )
         if len(parts) == 4 and parts[2] == "versions":
-            node_id = require_node_id("/".join(parts[:2]))
-            result = await current().read_version(node_id, parts[3], read)
+            result = await current().read_version(require_node_id("/".join(parts[:2])), parts[3], read)
         else:
-            node_id = require_node_id(rest)
-            result = await current().read_node(node_id, read)
+            result = await current().read_node(require_node_id(rest), read)
         return read_response(request, result, markdown=markdown)
 
-    async def article_routes(request: Request, rest: str) -> Response:
-        history = rest.endswith("/revisions")
-        node_id = require_node_id(rest.removesuffix("/revisions").removesuffix("/article"))
-        service = current()
-        if request.method == "GET" and not history:
-            result = await service.read_article(node_id, include=request.query_params.get("include"))
-            return read_response(request, result, markdown=False)
-        if request.method == "GET":
-            params = request.query_params
-            body = await service.article_history(
-                node_id, from_revision=params.get("from_revision"), to_revision=params.get("to_revision"),
-                after=params.get("after"), include=params.get("include"),
-            )
-            return JSONResponse(body, headers=TRUST_HEADER)
+    async def read_article(request: Request, node: str) -> Response:
+        result = await current().read_article(require_node_id(node), include=request.query_params.get("include"))
+        return read_response(request, result, markdown=False)
+
+    async def article_history(request: Request, node: str) -> Response:
+        params = request.query_params
+        body = await current().article_history(
+            require_node_id(node), from_revision=params.get("from_revision"), to_revision=params.get("to_revision"),
+            after=params.get("after"), include=params.get("include"),
+        )
+        return JSONResponse(body, headers=TRUST_HEADER)
+
+    async def edit_body(request: Request, node: str) -> tuple[str, dict[str, Any]]:
+        node_id = require_node_id(node)
         writable()
         payload = await read_json(request)
         if not isinstance(payload, dict):
             raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
-        if request.method == "PATCH" and not history:
-            result = await service.patch_article(
-                node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
-                agent=payload.get("agent"), summary=payload.get("summary"),
-            )
-        elif request.method == "POST" and history:
-            result = await service.revise_article(
-                node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
-                agent=payload.get("agent"), summary=payload.get("summary"),
-            )
-        else:
-            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+        return node_id, payload
+
+    async def patch_article(request: Request, node: str) -> Response:
+        node_id, payload = await edit_body(request, node)
+        result = await current().patch_article(
+            node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
+            agent=payload.get("agent"), summary=payload.get("summary"),
+        )
         return JSONResponse(result, headers=TRUST_HEADER)
 
-    async def failure_routes(request: Request, node_id: str) -> Response:
-        if request.method == "GET":
-            return JSONResponse(await current().list_failures(node_id), headers=TRUST_HEADER)
-        if request.method != "POST":
-            raise KnowmeshError(405, "method_not_allowed", f"{request.method} is not allowed here")
+    async def revise_article(request: Request, node: str) -> Response:
+        node_id, payload = await edit_body(request, node)
+        result = await current().revise_article(
+            node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
+            agent=payload.get("agent"), summary=payload.get("summary"),
+        )
+        return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def solutions_gone(request: Request, node: str) -> Response:
+        raise KnowmeshError(410, "gone", "answers are no longer posted separately: add one with PATCH "
+                            f"{node}/article (op set, path /content/solutions/-)")
+
+    async def list_failures(request: Request, node: str) -> Response:
+        return JSONResponse(await current().list_failures(require_node_id(node)), headers=TRUST_HEADER)
+
+    async def report_failed_attempt(request: Request, node: str) -> Response:
+        node_id = require_node_id(node)
         writable()
         payload = await read_json(request)
         accepted = await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+
+    async def list_feedback(request: Request, node: str) -> Response:
+        params = request.query_params
+        page = await current().list_feedback(node, after=params.get("after"), limit=params.get("limit"))
+        return JSONResponse(page, headers=TRUST_HEADER)
+
+    # Everything under /v1/nodes/{ecosystem}/{slug}: the first suffix that ends the path picks
+    # the handlers (a node id holds a slash, so one path route serves them all).
+    node_subroutes: tuple[tuple[str, dict[str, Callable[[Request, str], Awaitable[Response]]]], ...] = (
+        ("/article/revisions", {"GET": article_history, "POST": revise_article}),
+        ("/article", {"GET": read_article, "PATCH": patch_article}),
+        ("/solutions", {"POST": solutions_gone}),
+        ("/failures", {"GET": list_failures, "POST": report_failed_attempt}),
+        ("/feedback", {"GET": list_feedback}),
+        ("", {"GET": read_node}),
+    )
+
+    async def node_routes(request: Request) -> Response:
+        rest: str = request.path_params["rest"]
+        suffix, handlers = next((suffix, handlers) for suffix, handlers in node_subroutes if rest.endswith(suffix))
+        handler = handlers.get("GET" if request.method == "HEAD" else request.method)
+        if handler is None:
+            raise method_not_allowed(request, ", ".join(("HEAD", *handlers) if "GET" in handlers else handlers))
+        return await handler(request, rest.removesuffix(suffix) if suffix else rest)
 
     async def mcp_submission(agent: Any, request: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """The same write limit for the /mcp tools, per agent or client address."""
@@ -353,6 +385,9 @@ def build_app(
                                           limit=body.get("limit"))
         return JSONResponse(envelope, headers=TRUST_HEADER)
 
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
     async def llms(request: Request) -> Response:
         return PlainTextResponse(llms_txt(), media_type="text/markdown; charset=utf-8")
 
@@ -363,7 +398,9 @@ def build_app(
     async def on_http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return error_response(KnowmeshError(error.status_code, code, str(error.detail)))
+        response = error_response(KnowmeshError(error.status_code, code, str(error.detail)))
+        response.headers.update(error.headers or {})  # Allow on a 405
+        return response
 
     async def on_unexpected(request: Request, error: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -371,8 +408,8 @@ def build_app(
 
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
-        Route("/v1/search", search, methods=["GET"]),
-        Route("/v1/search", search_post, methods=["POST"]),
+        Route("/v1/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/search", by_method(GET=search, POST=search_post), methods=["GET", "POST"]),
         Route("/v1/issues", issues_post, methods=["POST"]),
         Route("/issues", issues_index, methods=["GET"]),
         Route("/issues/{number}", issue_page, methods=["GET"]),
@@ -384,9 +421,8 @@ def build_app(
         Route("/v1/dedupe/tasks", dedupe_tasks, methods=["POST"]),
         Route("/v1/dedupe/tasks/{task_id}/votes", dedupe_vote, methods=["POST"]),
         Route("/dedupe.md", dedupe_md, methods=["GET"]),
-        Route("/v1/nodes", list_nodes, methods=["GET"]),
-        Route("/v1/nodes", create_node, methods=["POST"]),
-        Route("/v1/nodes/{rest:path}", node_routes, methods=["GET", "PATCH", "POST"]),
+        Route("/v1/nodes", by_method(GET=list_nodes, POST=create_node), methods=["GET", "POST"]),
+        Route("/v1/nodes/{rest:path}", node_routes, methods=EVERY_METHOD),  # node_routes answers 405 with its Allow
         Route("/v1/article-revisions/{revision_id}/undo", undo, methods=["POST"]),
     ]
     routes += page_routes(current)

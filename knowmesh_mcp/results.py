@@ -217,7 +217,7 @@ class SearchEnvelope(Result):
     results: list[SearchResult] = Field(description="Best first")
     trust: Trust = Field(description=TRUST)
     guidance: Guidance = optional("Present when no result is a likely match")
-    truncated: list[str] = Field(description="What max_bytes cut, if anything")
+    truncated: list[str] = optional("MCP only (always there): what max_bytes cut, [] when nothing")
 
 
 # -- read --------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ class ArticleView(Result):
     has_answer: bool = Field(description="False: no answer is recorded yet (an open problem)")
     path: str = Field(description="HTTP path of this read")
     trust: Trust = Field(description=TRUST)
-    truncated: list[str] = Field(description="What max_bytes cut, if anything")
+    truncated: list[str] = optional("MCP only (always there): what max_bytes cut, [] when nothing")
     needed_bytes: int = optional("Present when only the identity fit: the max_bytes the answer needs")
     ecosystem: str = optional("The node's ecosystem")
     title: str = optional("One line naming the problem")
@@ -285,6 +285,21 @@ class ArticleView(Result):
     content: ArticleContent = optional("The article sections")
     failures: list[SharedFailure] = optional("Shared failed approaches for your environment while no answer is usable")
     stats: Stats = optional("Outcome statistics")
+    next: NextSteps = optional("Ready requests when no answer is usable")
+
+
+class EditableArticle(Result):
+    """GET /v1/nodes/{id}/article: the whole document to edit, and the revision to edit from."""
+
+    id: str = Field(description="Node id")
+    revision: int = Field(description="Send it as base_revision with your edit")
+    version: str = Field(description="Content hash (sha256:...)")
+    status: Status = Field(description="draft, verified or deprecated")
+    has_answer: bool = Field(description="False: no answer is recorded yet")
+    updated_at: str = Field(description="When the article last changed (UTC)")
+    trust: Trust = Field(description=TRUST)
+    article: dict[str, Any] = Field(description="The node document, each solution with its revision")
+    failures: list[SharedFailure] = optional("Shared failed approaches (include=archived_failures: archived ones too)")
     next: NextSteps = optional("Ready requests when no answer is usable")
 
 
@@ -424,3 +439,121 @@ class ReviewQueue(Result):
     limit: int = Field(description="Items asked for")
     items: list[ReviewItem] = Field(description="Highest priority first")
     trust: Trust = Field(description=TRUST)
+
+
+# -- HTTP only (no MCP tool returns these; /v1/openapi.json describes them) ----------------
+
+
+class ErrorDetail(Result):
+    code: str = Field(description="Machine-readable reason, e.g. invalid_json, node_not_found, revision_conflict")
+    message: str = Field(description="What went wrong and what to do, in plain words")
+    field: str = optional("The argument or JSON Pointer at fault")
+
+
+class ErrorBody(Result):
+    """Every error, HTTP and MCP alike. Details the spec names (current_revision,
+    changes_since_base, conflicting_answers) sit inside `error`; canonical and next beside it."""
+
+    error: ErrorDetail = Field(description="The error")
+
+
+class ListedNode(Result):
+    id: str = Field(description="Node id")
+    path: str = optional("HTTP path")
+    html_path: str = optional("HTML page")
+    title: str = optional("One line naming the problem")
+    ecosystem: str = optional("Ecosystem")
+    status: Status = optional("draft, verified or deprecated")
+    has_answer: bool = optional("False: an open problem")
+    updated_at: str = optional("When it last changed (UTC)")
+    signature: NodeSignature = optional("The error signature")
+
+
+class NodeList(Result):
+    """One page of nodes, by id."""
+
+    nodes: list[ListedNode] = Field(description="This page")
+    ecosystem: str | None = Field(description="The ecosystem listed, or null for all")
+    limit: int = Field(description="Page size")
+    next_cursor: str | None = Field(description="Pass as cursor for the next page; null on the last")
+
+
+class Change(Result):
+    """A node written since the cursor (protocol section 9)."""
+
+    id: str = Field(description="Node id")
+    change: Literal["created", "updated", "deprecated"] = Field(description="What happened")
+    version: str = Field(description="Content hash: re-fetch when it differs from your copy")
+    status: Status = Field(description="draft, verified or deprecated")
+    title: str = Field(description="Node title")
+    updated_at: str = Field(description="When (UTC)")
+    path: str = Field(description="HTTP path")
+    revision: int = Field(description="Article revision")
+    answer_state: AnswerState = Field(description="Best answer state")
+    needs_review: bool = Field(description="True when review_reasons is present")
+    review_reasons: list[ReviewReason] = optional("Why it needs attention")
+    evidence_seq: int = Field(description="The node's last feedback id: grows with new evidence")
+
+
+class ChangesPage(Result):
+    changes: list[Change] = Field(description="In write order")
+    next_cursor: str = Field(description="Pass as since next time (keep it when there are no changes)")
+    has_more: bool = Field(description="True: fetch again with next_cursor")
+    remaining: int = Field(description="Changes after this page")
+
+
+class FailureReport(Result):
+    """A failed (or dangerous) outcome report, kept after later evidence clears it."""
+
+    id: int = Field(description="Report id")
+    solution_id: str = Field(description="The answer reported on")
+    solution_revision: int = Field(description="Its revision")
+    outcome: Literal["failed", "dangerous"] = Field(description="failed or dangerous")
+    cluster: str = Field(description="Environment cluster")
+    environment: dict[str, Any] = Field(description="Where it was run")
+    reason: str | None = Field(description="What happened")
+    note: str | None = Field(description="Note")
+    exit_code: int | None = Field(description="Exit code of the verify command")
+    created_at: str = Field(description="When (UTC)")
+    agent: Agent | None = Field(description="Who reported it, or null")
+
+
+class FailureList(Result):
+    """Every shared failed approach (archived ones too) and every failure report of a node."""
+
+    id: str = Field(description="Node id")
+    failures: list[SharedFailure] = Field(description="Failed approaches, oldest first")
+    failed_reports: list[FailureReport] = Field(description="Failed outcome reports, oldest first")
+    trust: Trust = Field(description=TRUST)
+
+
+class FeedbackList(Result):
+    """A node's outcome reports in order, without addresses."""
+
+    id: str = Field(description="Node id")
+    feedback: list[dict[str, Any]] = Field(description="Reports after `after`, oldest first")
+    next_after: int = Field(description="Pass as after for the next page")
+    has_more: bool = Field(description="True: more reports follow")
+
+
+class DedupeTaskReceipt(Result):
+    ok: Literal[True] = Field(description="Always true")
+    task_id: int = Field(description="The task number")
+    created: bool = Field(description="False: the pair was already queued")
+    path: str = Field(description="Where open tasks are listed")
+    vote: Request | dict[str, Any] = Field(description="The request that votes on it")
+
+
+class DedupeVoteResult(Result):
+    ok: Literal[True] = Field(description="Always true")
+    task_id: int = Field(description="The task number")
+    status: str = Field(description="open, flagged (for an administrator) or closed")
+    canonical_id: str | None = Field(description="The node the same-votes keep, or null")
+    votes: dict[str, int] = Field(description="Votes so far: same, different")
+
+
+class IssueReceipt(Result):
+    ok: Literal[True] = Field(description="Always true")
+    issue_number: int = Field(description="The issue's number")
+    status: Literal["open"] = Field(description="Open until the maintainer closes or discards it")
+    url: str = Field(description="Where people read it")
