@@ -246,6 +246,18 @@ def _alternative(value: Any) -> str:
     return item(value) if isinstance(value, str) else f"- {_json_code(value)}"
 
 
+def _shared_failures(failures: list[dict[str, Any]]) -> list[str]:
+    """Approaches agents tried that did not work: never numbered, so they cannot read as fix steps."""
+    out = ["## Approaches that did not work (do not repeat them)", ""]
+    for failure in failures:
+        state = "archived: an answer now covers this environment" if failure["archived"] else "no answer yet"
+        where = ", ".join(f"{key} {value}" for key, value in failure["environment"].items() if value)
+        out.append(item(failure["summary"], prefix=f"({state}; {where or 'any environment'}) "))
+        out += [f"  - Ran {code(step)}" for step in failure["steps"]]
+        out.append(item(failure["reason"], marker="  -", prefix="Why: "))
+    return out + [""]
+
+
 def render_article(view: dict[str, Any], *, base_url: str = "$KNOWMESH_URL") -> str:
     content = view["content"]
     out = [_frontmatter(view), "", heading(1, view["title"]), "", TRUST_BANNER, ""]
@@ -277,6 +289,8 @@ def render_article(view: dict[str, Any], *, base_url: str = "$KNOWMESH_URL") -> 
             out += [item(value) for value in content["failed_attempts"]] + [""]
         else:
             out += ["None recorded.", ""]
+    if view.get("failures"):
+        out += _shared_failures(view["failures"])
     if content.get("boundaries"):
         out += ["## Boundaries", ""] + [item(value) for value in content["boundaries"]] + [""]
     return "\n".join(out).rstrip() + "\n"

@@ -212,6 +212,9 @@ async def test_article_reads_restore_archived_failures_and_carry_next(service: S
     assert "next" not in plain and "failures" not in plain
     assert [f["archived"] for f in archived["failures"]] == [True]
     assert markdown.status_code == 200
+    assert "## Approaches that did not work" in markdown.text
+    assert "- (archived: an answer now covers this environment; os linux) reinstalled" in markdown.text
+    assert "  - Ran `pip install x`" in markdown.text and "  - Why: same error" in markdown.text
 
 
 async def test_failure_reports_stay_listed_after_evidence_clears_them(service: Service, make_doc):
