@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One coding agent's loop against a running knowmesh server, scripted:
 search with an error -> read the answer for your environment -> show its fix steps and verify
-command -> run the verify command (only after you confirm) -> report the outcome.
+command -> run the verify command before the fix, as a baseline (only after you confirm) -> you
+apply the fix and say so -> run the verify command again -> report that run's outcome.
 
 Standard library only, so it runs anywhere Python 3.8+ does. Start a server first:
     knowmesh-mcp serve --http
@@ -19,14 +20,29 @@ import urllib.parse
 import urllib.request
 
 RISK = """\
+the loop: the verify command runs first BEFORE the fix, as a baseline. It should fail: that
+shows the problem is present here. If it already passes, nothing is reported (the problem is
+not present on this machine, or the verify command does not reproduce it). Otherwise you apply
+the fix steps yourself and confirm with "y" at the "Fix applied?" question; the verify command
+runs again and only that run is reported: solved (exit code 0) or failed (its exit code and the
+baseline's in the reason). "n", no answer, or no terminal to ask on: nothing is reported.
+
 safety: node text is untrusted data written by other agents. This script never runs fix
 steps; apply them yourself if you judge them safe. It runs the answer's verify command (a
-shell command taken from the mesh) on your machine only after printing it and reading an
-explicit "y" from your terminal. --yes skips that question: use it only against a mesh you
-trust, or in a sandbox. --dry-run still runs a confirmed verify command but reports nothing.
+shell command taken from the mesh, with stdin closed) on your machine only after printing it
+and reading an explicit "y" from your terminal. --yes skips that question, not the "Fix
+applied?" one: use it only against a mesh you trust, or in a sandbox. --dry-run still runs a
+confirmed verify command but reports nothing.
 
-exit status: 0 when the loop ran (whatever the outcome), 1 on an HTTP or connection error,
-2 on bad usage."""
+automation: --applied-on-stdin reads the answer to "Fix applied?" as one line of stdin instead
+of the terminal, so a harness that holds the script's stdin (a pipe) can drive it: when the
+question appears, apply the fix, then write "y" and a newline (any other line or the end of
+input: nothing reported). The error text must then be an argument. With --yes as well, the
+whole loop runs without a terminal. There is no flag that skips the question: the script has
+to know when the fix went in, between the baseline and the run it reports.
+
+exit status: 0 when the loop ran (whatever the outcome, also when nothing was reported), 1 on
+an HTTP or connection error, 2 on bad usage."""
 
 # Enough of the server's environment vocabulary to fill the feedback env object; the server
 # re-reads every value by kind anyway. Unrecognised tokens (labels) are left out of the report.
@@ -80,21 +96,55 @@ def call(method, url, body=None):
         raise Failure(f"cannot reach {url}: {getattr(error, 'reason', error)}") from None
 
 
-def confirm(assume_yes):
-    """True after an explicit "y" typed at a terminal (stdin, else /dev/tty), or with --yes."""
-    if assume_yes:
-        return True
-    question = "Run the verify command above on this machine? [y/N] "
-    if sys.stdin.isatty():
-        return input(question).strip().lower() in ("y", "yes")
+YES = ("y", "yes")
+
+
+def ask(question, from_stdin=False):
+    """The answer typed at a terminal (stdin, else /dev/tty), lower-cased; with from_stdin, one line
+    read from stdin whatever it is. "" at the end of input; None when there is no terminal."""
+    if from_stdin or sys.stdin.isatty():
+        print(question, end="", flush=True)
+        line = sys.stdin.readline()
+        if not line.endswith("\n"):
+            print()  # the end of input: finish the question's line
+        return line.strip().lower()
     try:
         with open("/dev/tty") as answers, open("/dev/tty", "w") as terminal:  # stdin carried the error text
             terminal.write(question)
             terminal.flush()
-            return answers.readline().strip().lower() in ("y", "yes")
+            return answers.readline().strip().lower()
     except OSError:
+        return None
+
+
+def confirm(assume_yes):
+    """True after an explicit "y" typed at a terminal, or with --yes: may the verify command run?"""
+    if assume_yes:
+        return True
+    answer = ask("Run the verify command above on this machine, now (before the fix) and again once you "
+                 "have applied it? [y/N] ")
+    if answer is None:
         print("No terminal to confirm on: not running it (pass --yes to run it without asking).")
-        return False
+    return answer in YES
+
+
+def fix_applied(from_stdin):
+    """True after an explicit "y" once the user has applied the fix steps (never implied by --yes)."""
+    answer = ask("Fix applied? Type y once you have applied the fix steps above, to run the verify command "
+                 "again and report its result (n: stop, nothing reported) [y/N] ", from_stdin)
+    if answer is None:
+        print("No terminal to confirm the fix on (pass --applied-on-stdin to confirm it on stdin).")
+    return answer in YES
+
+
+def run_verify(command, timeout):
+    """The verify command's exit code (124 when it timed out), run by the shell with stdin closed."""
+    print(f"$ {command}", flush=True)
+    try:
+        return subprocess.run(command, shell=True, check=False, stdin=subprocess.DEVNULL, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"timed out after {timeout:g} s")
+        return 124
 
 
 def run(args):
@@ -142,20 +192,31 @@ def run(args):
         print("Not run; nothing reported.")
         return 0
 
-    print(f"$ {command}", flush=True)
-    try:
-        exit_code = subprocess.run(command, shell=True, check=False, timeout=args.timeout).returncode
-    except subprocess.TimeoutExpired:
-        exit_code = 124
+    print("Baseline, before the fix: the verify command should fail here, showing the problem is present.")
+    baseline = run_verify(command, args.timeout)
+    if baseline == 0:
+        print("The verify command already passes before any fix (exit code 0): the problem is not present on "
+              "this machine, or this verify command does not reproduce it. Nothing to fix; nothing reported.")
+        return 0
+    print(f"Baseline: exit code {baseline}, the problem is present.")
+    print("Now apply the fix steps above yourself (this script never runs them).")
+    if not fix_applied(args.applied_on_stdin):
+        print("Fix not confirmed; verify not run again, nothing reported.")
+        return 0
+
+    print("After the fix:")
+    exit_code = run_verify(command, args.timeout)
     outcome = "solved" if exit_code == 0 else "failed"
-    print(f"exit code {exit_code}: {outcome}")
+    print(f"exit code {exit_code} (baseline {baseline}): {outcome}")
     report = {
         "node": node["id"], "node_version": node.get("version"), "solution": answer["id"],
         "revision": answer.get("revision"), "outcome": outcome, "env": env_object(args.env),
-        "evidence": {"verify": command, "exit_code": exit_code}, "note": "reported by examples/agent_loop.py",
+        "evidence": {"verify": command, "exit_code": exit_code},
+        "note": f"reported by examples/agent_loop.py: verify exited with {baseline} before the fix, {exit_code} after it",
     }
     if outcome == "failed":
-        report["reason"] = f"the verify command exited with {exit_code} (expected: {expected})"
+        report["reason"] = (f"after applying the fix, the verify command still exited with {exit_code} "
+                            f"(expected: {expected}); before the fix (baseline) it exited with {baseline}")
     if args.agent_id:
         report["agent"] = {"id": args.agent_id}
     if args.dry_run:
@@ -178,11 +239,16 @@ def main(argv=None):
     parser.add_argument("--env", help="your environment, e.g. ubuntu-24.04,python-3.12,pip")
     parser.add_argument("--agent-id", default=os.environ.get("KNOWMESH_AGENT_ID"),
                         help="your stable agent id (default: $KNOWMESH_AGENT_ID); a failed report needs one")
-    parser.add_argument("--yes", action="store_true", help="run the verify command without asking (see safety below)")
+    parser.add_argument("--yes", action="store_true",
+                        help="run the verify command without asking (see safety below); you still confirm the fix")
+    parser.add_argument("--applied-on-stdin", action="store_true",
+                        help='read the answer to "Fix applied?" as one line of stdin, not the terminal (automation)')
     parser.add_argument("--dry-run", action="store_true", help="print the report instead of sending it")
     parser.add_argument("--timeout", type=float, default=300, help="seconds the verify command may take (default 300)")
     args = parser.parse_args(argv)
     if args.error in (None, "-"):
+        if args.applied_on_stdin:
+            parser.error("--applied-on-stdin reads its answer from stdin: give the error text as an argument")
         args.error = "" if sys.stdin.isatty() else sys.stdin.read()
     if not args.error.strip():
         parser.error("give the error text as an argument, or pipe it on stdin")

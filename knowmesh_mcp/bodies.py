@@ -78,10 +78,12 @@ class ArticleRevision(Body):
 
 
 class Undo(Body):
-    """POST /v1/article-revisions/{revision_id}/undo, with `Authorization: Bearer <undo_token>`."""
+    """POST /v1/article-revisions/{revision_id}/undo, with `Authorization: Bearer <undo_token>`, or on a
+    mesh with auth on the agent's token as the bearer and the undo token in the body."""
 
-    agent: Agent
+    agent: Agent | None = None
     summary: Line
+    undo_token: str | None = Field(None, description="The edit's undo token, when the bearer is your agent token")
 
 
 class EnvObject(Body):
@@ -135,6 +137,30 @@ class DedupeVote(Body):
     vote: Literal["same", "different"]
     canonical_id: str | None = Field(None, description="With vote same: the node to keep")
     agent: Agent
+
+
+MaintainerNote = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+class StatusChange(Body):
+    """POST /v1/nodes/{ecosystem}/{slug}/status (maintainers): promote, set back to draft, deprecate."""
+
+    status: Literal["draft", "verified", "deprecated"]
+    note: MaintainerNote | None = None
+
+
+class MergeConfirmation(Body):
+    """POST /v1/dedupe/tasks/{task_id}/merge (maintainers): a flagged pair becomes one node."""
+
+    canonical_id: str | None = Field(None, description="The node to keep (default: the one the votes agreed on)")
+    note: MaintainerNote | None = None
+
+
+class IssueResolution(Body):
+    """POST /v1/issues/{number}/status (maintainers)."""
+
+    status: Literal["closed", "discarded"] = Field(description="closed: fixed; discarded: not accepted")
+    note: MaintainerNote
 
 
 IssueField = Annotated[str, StringConstraints(max_length=2000)]

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout (the default)")
     mode.add_argument("--http", action="store_true", help="HTTP API and MCP streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--auth", choices=("required", "optional", "off"),
+                       help="HTTP only: writes need an agent token (required), may carry one (optional), or take "
+                            "ids as claimed (off). Default: off on a loopback --host, required on any other")
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--read-only", action="store_true", help="expose read tools and routes only")
     serve.add_argument("--remote", metavar="URL",
@@ -97,7 +100,45 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
     sync = commands.add_parser("sync", parents=[common], help="pull a remote mesh's changes into the local store")
     sync.add_argument("--from", dest="source", required=True, metavar="URL", help="the remote mesh, e.g. http://team:8765")
+    sync.add_argument("--token", help="bearer token for the remote (default: $KNOWMESH_TOKEN)")
     sync.add_argument("--json", action="store_true", help="print the sync report as JSON")
+
+    tokens = commands.add_parser("token", parents=[common], help="agent tokens of this mesh (add, list, revoke)")
+    token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    token_add = token_commands.add_parser("add", help="make a token bound to AGENT_ID and print it (once)")
+    token_add.add_argument("agent_id", metavar="AGENT_ID")
+    token_add.add_argument("--role", choices=("agent", "maintainer"), default="agent")
+    token_list = token_commands.add_parser("list", help="agents with tokens: role, created, last used")
+    token_list.add_argument("--json", action="store_true")
+    token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID")
+    token_revoke.add_argument("agent_id", metavar="AGENT_ID")
+
+    admin = commands.add_parser("admin", parents=[common],
+                                help="maintainer actions, on the local database (or --remote URL with a maintainer token)")
+    admin.add_argument("--remote", metavar="URL", help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)")
+    admin.add_argument("--token", help="a maintainer's token for --remote (default: $KNOWMESH_TOKEN)")
+    admin.add_argument("--json", action="store_true", help="print the result as JSON")
+    actions = admin.add_subparsers(dest="admin_command", metavar="ACTION", required=True)
+    for name, status, what in (("promote", "verified", "promote a node to verified"),
+                               ("draft", "draft", "set a node back to draft"),
+                               ("deprecate", "deprecated", "deprecate a node: it leaves lists and search, stays readable")):
+        action = actions.add_parser(name, help=what)
+        action.add_argument("id", metavar="NODE_ID")
+        action.add_argument("--note", help="why, for the audit log")
+        action.set_defaults(status=status)
+    merge = actions.add_parser("merge", help="confirm a flagged dedupe pair as one node (the other answers 301)")
+    merge.add_argument("task_id", metavar="TASK_ID")
+    merge.add_argument("--canonical", help="the node to keep (default: the one the votes agreed on)")
+    merge.add_argument("--note", help="why, for the audit log")
+    for name, status, what in (("close-issue", "closed", "close a service issue as fixed"),
+                               ("discard-issue", "discarded", "discard a service issue as not accepted")):
+        action = actions.add_parser(name, help=what)
+        action.add_argument("number", metavar="NUMBER")
+        action.add_argument("--note", required=True, help="what was done, for the people who filed it")
+        action.set_defaults(status=status)
+    actions.add_parser("flagged", help="list dedupe pairs flagged for a merge")
+    audit = actions.add_parser("audit", help="print the audit log of maintainer actions")
+    audit.add_argument("--target", help="only this node id or issue number")
     return parser
 
 
@@ -191,7 +232,7 @@ async def _sync(args: argparse.Namespace) -> int:
     service = await _open(args)
     bar = progress_bar(sys.stderr)
     try:
-        report = await service.sync_from(source, progress=bar)
+        report = await service.sync_from(source, progress=bar, token=args.token)
     finally:
         if bar:
             sys.stderr.write("\n")
@@ -215,6 +256,74 @@ async def _sync(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _token(args: argparse.Namespace) -> int:
+    service = await _open(args)
+    try:
+        if args.token_command == "add":
+            made = await service.add_token(args.agent_id, role=args.role)
+            print(made["token"])
+            print(f"token for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
+                  "Send it as `Authorization: Bearer <token>`, or set KNOWMESH_TOKEN.", file=sys.stderr)
+        elif args.token_command == "list":
+            listed = await service.list_tokens()
+            if args.json:
+                print(json.dumps(listed, indent=2))
+            elif not listed:
+                print("no tokens: add one with `knowmesh-mcp token add AGENT_ID`")
+            else:
+                print(f"{'AGENT':<32}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
+                for row in listed:
+                    state = "revoked" if row["revoked_at"] else "live"
+                    print(f"{row['agent_id']:<32}  {row['role']:<10}  {row['created_at']:<20}  "
+                          f"{row['last_used_at'] or 'never':<20}  {state}")
+        else:
+            revoked = await service.revoke_tokens(args.agent_id)
+            print(f"revoked {revoked} token(s) of {args.agent_id}")
+    finally:
+        await service.close()
+    return 0
+
+
+async def _admin(args: argparse.Namespace) -> int:
+    """Maintainer actions. On the local database the actor is the local agent as a maintainer (whoever
+    may write the file may do anything to it); with --remote the token proves it."""
+    from .identity import Actor
+
+    if args.remote:
+        from .remote import RemoteMesh
+
+        mesh: Any = RemoteMesh(remote_url(args.remote), token=args.token)
+        actor = None
+    else:
+        mesh = await _open(args)
+        actor = Actor(await mesh.local_agent_id(), "local", role="maintainer")
+    try:
+        command = args.admin_command
+        if command in ("promote", "draft", "deprecate"):
+            result = await mesh.set_status(args.id, args.status, note=args.note, actor=actor)
+            line = (f"{result['node']}: {result['previous']} -> {result['status']}" if result["changed"]
+                    else f"{result['node']} is already {result['status']} (nothing recorded)")
+        elif command == "merge":
+            result = await mesh.confirm_merge(args.task_id, canonical_id=args.canonical, note=args.note, actor=actor)
+            line = f"merged {result['merged']} into {result['canonical']['id']} (its URLs now answer 301)"
+        elif command in ("close-issue", "discard-issue"):
+            result = await mesh.resolve_issue(args.number, args.status, note=args.note, actor=actor)
+            line = f"issue {result['issue_number']}: {result['status']}"
+        elif command == "flagged":
+            result = await mesh.flagged_pairs()
+            line = "\n".join(f"task {t['task_id']}: {t['node']} vs {t['candidate']}, keep {t['canonical_id']}"
+                             for t in result["tasks"]) or "no flagged pairs"
+        else:
+            result = await mesh.audit_log(target=args.target)
+            line = "\n".join(f"{a['id']:>5}  {a['created_at']}  {a['maintainer']['id']:<20}  {a['action']:<13}  {a['target']}"
+                             + (f"  {a.get('from')} -> {a.get('to')}" if a.get("to") else "")
+                             + (f"  ({a['note']})" if a["note"] else "") for a in result["actions"]) or "no maintainer actions yet"
+    finally:
+        await mesh.close()
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else line)
+    return 0
+
+
 def progress_bar(stream: Any) -> Any:
     """A one-line progress bar on a terminal; None (silent) when the stream is a pipe or file."""
     if not stream.isatty():
@@ -234,7 +343,7 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
     if remote:
         from .remote import RemoteMesh
 
-        mesh: Any = RemoteMesh(remote_url(remote))
+        mesh: Any = RemoteMesh(remote_url(remote))  # sends $KNOWMESH_TOKEN when set
     else:
         mesh = await _open(args)  # before importing mcp: a bad database is refused at once
     try:
@@ -273,10 +382,13 @@ def _serve_http(args: argparse.Namespace) -> int:
 
     from .http_app import build_app, server_config
 
+    from .http_guard import is_loopback
+
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
-    app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only,
-                    write_limit=args.write_limit, host=args.host, cors_origins=tuple(args.cors_origin))
-    print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp)", file=sys.stderr)
+    auth = args.auth or ("off" if is_loopback(args.host) else "required")
+    app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only, write_limit=args.write_limit,
+                    host=args.host, cors_origins=tuple(args.cors_origin), auth=auth)
+    print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp, auth {auth})", file=sys.stderr)
     uvicorn.Server(server_config(app, host=args.host, port=args.port, trust_proxy=args.trust_proxy)).run()
     return 0
 
@@ -299,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.remote and args.http:
                 raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
-        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync}
+        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync,
+                                  "token": _token, "admin": _admin}
         return asyncio.run(runner[args.command](args))
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)

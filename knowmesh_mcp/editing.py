@@ -17,12 +17,14 @@ from typing import Any
 from . import next_steps
 from .articles import apply_ops, field_changes, revert_changes
 from .errors import KnowmeshError, bad_parameter, not_found
+from .identity import Actor, agent_object
 from .limits import MAX_INT, to_int
+from .maintaining import follow_redirect, refuse_merged
 from .evidence import node_stats
 from .outcomes import archive_answered_failures
 from .publishing import (
     behavior_hash,
-    check_agent,
+    author_of,
     check_summary,
     prepare_off_loop,
     require_node_id,
@@ -51,7 +53,7 @@ def revision_entry(row: RevisionRow) -> dict[str, Any]:
         "revision_id": row.revision_id,
         "parent_revision": row.parent_revision,
         "kind": row.kind,
-        "agent": {"id": row.agent_id, "model": row.model} if row.agent_id else None,
+        "agent": agent_object({"id": row.agent_id, "model": row.model}, row.agent_proof),
         "summary": row.summary,
         "content_hash": row.version,
         "changes": row.changes,
@@ -76,6 +78,7 @@ class ArticleEditing:
         row = await self.store.get_node(node_id)
         if row is None:
             raise not_found("node", node_id)
+        await follow_redirect(self.store, node_id, row.status)
         article = {**row.document, "status": row.status, "version": row.version}
         article["content"] = {
             **article["content"],
@@ -93,10 +96,11 @@ class ArticleEditing:
         etag = '"' + hashlib.sha256(tag.encode()).hexdigest()[:32] + '"'
         return ReadResult(body=body, etag=etag, cache_control=ARTICLE_CACHE_CONTROL)
 
-    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]:
+    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
+                            actor: Actor | None = None) -> dict[str, Any]:
         """PATCH /v1/nodes/{id}/article: JSON Pointer set/remove ops, published at once."""
         require_node_id(node_id)
-        base, author, text = check_base_revision(base_revision), check_agent(agent), check_summary(summary)
+        base, author, text = check_base_revision(base_revision), author_of(agent, actor), check_summary(summary)
         if not isinstance(ops, list) or not ops:
             raise bad_parameter("ops", "ops must be a non-empty list of {op, path, value} operations", code="invalid_op")
         async with self.store.write() as tx:
@@ -104,10 +108,11 @@ class ArticleEditing:
             edited = apply_ops(current, ops)
             return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
-    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any) -> dict[str, Any]:
+    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
+                             actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/nodes/{id}/article/revisions: the whole document, published at once."""
         require_node_id(node_id)
-        base, author, text = check_base_revision(base_revision), check_agent(agent), check_summary(summary)
+        base, author, text = check_base_revision(base_revision), author_of(agent, actor), check_summary(summary)
         if not isinstance(article, dict):
             raise KnowmeshError(400, "invalid_node", "article must be the complete node document (a JSON object)", field="/")
         async with self.store.write() as tx:
@@ -119,11 +124,12 @@ class ArticleEditing:
             edited = {**edited, "id": current["id"], "ecosystem": current["ecosystem"], "license": current["license"]}
             return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
-    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any) -> dict[str, Any]:
+    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
+                        actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/article-revisions/{id}/undo: append the reverse of one edit, with its one-time token."""
         if not isinstance(revision_id, str) or not revision_id.strip():
             raise bad_parameter("revision_id", "revision_id is required")
-        author, text = check_agent(agent), check_summary(summary)
+        author, text = author_of(agent, actor), check_summary(summary)
         if not isinstance(undo_token, str) or not undo_token:
             raise KnowmeshError(401, "missing_undo_token", "send the edit's undo token: Authorization: Bearer <undo_token>")
         async with self.store.write() as tx:
@@ -165,7 +171,8 @@ class ArticleEditing:
             first = 0 if after is None else _revision_param("after", after, row.revision, lowest=0)
             with_documents = parse_list(include, name="include", allowed=("documents",)) == ["documents"]
             if with_documents:
-                entries = [{**revision_entry(r), "document": document, "solution_revisions": solutions}
+                entries = [{**revision_entry(r), "document": document, "solution_revisions": solutions,
+                            "agent_proof": r.agent_proof}
                            for r, document, solutions in await self.store.revisions_with_documents(node_id, first)]
             else:
                 entries = [revision_entry(r) for r in await self.store.revisions(node_id) if r.revision > first]
@@ -182,6 +189,8 @@ class ArticleEditing:
         if state is None:
             raise not_found("node", node_id)
         current_revision, current, status = state
+        if status == "deprecated":
+            await refuse_merged(tx, node_id)
         if base is not None and base != current_revision:
             since = await tx.revisions_after(node_id, base) if base < current_revision else []
             raise KnowmeshError(
@@ -194,7 +203,7 @@ class ArticleEditing:
 
     async def _publish(
         self, tx: Writer, node_id: str, current: dict[str, Any], edited: dict[str, Any], status: str,
-        current_revision: int, agent: dict[str, str], summary: str, kind: str, *, reverts: str | None = None,
+        current_revision: int, author: Actor, summary: str, kind: str, *, reverts: str | None = None,
     ) -> dict[str, Any]:
         """Validate the complete edited document like a new one and make it current, in the caller's transaction."""
         prepared = await prepare_off_loop({**edited, "status": status})
@@ -220,9 +229,9 @@ class ArticleEditing:
             solution_revisions=revisions, new_solution_revisions=new_rows,
             has_answer=bool(prepared.body["content"]["solutions"]), signature_hash=prepared.signature_hash,
             quoted_values=prepared.quoted_values, index=index_row(prepared.body), revision_id="rev_" + secrets.token_hex(12),
-            revision=revision, kind=kind, agent_id=agent["id"], model=agent.get("model"), summary=summary,
+            revision=revision, kind=kind, agent_id=author.id, model=author.model, summary=summary,
             changes_json=json.dumps(changes, ensure_ascii=False), undo_token_hash=token_hash(token),
-            reverts_revision_id=reverts,
+            reverts_revision_id=reverts, agent_proof=author.proof,
         )
         created_at = await tx.apply_edit(edit)
         await archive_answered_failures(tx, node_id, prepared.body, edit.revision_id)

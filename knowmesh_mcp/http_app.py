@@ -28,7 +28,9 @@ from .outcomes import (
     review_markdown,
     submitter,
 )
+from .http_auth import actor_of, auth_middleware, bearer
 from .http_guard import CrossSiteGuard, is_loopback
+from .identity import Actor, AuthMode
 from .openapi import openapi_document
 from .pages import PAGE_HEADERS, page, page_routes, render_markdown
 from .publishing import require_node_id
@@ -86,6 +88,18 @@ def search_body(payload: Any) -> dict[str, Any]:
     return payload
 
 
+async def json_object(request: Request) -> dict[str, Any]:
+    payload = await read_json(request)
+    if not isinstance(payload, dict):
+        raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
+    return payload
+
+
+def agent_field(payload: Any) -> Any:
+    """The `agent` object a write body names (its shape is checked by `identity.claimed`)."""
+    return payload.get("agent") if isinstance(payload, dict) else None
+
+
 def int_param(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value is None or value == "":
@@ -141,11 +155,14 @@ def build_app(
     write_limit: int = 10,
     host: str = "127.0.0.1",
     cors_origins: tuple[str, ...] = (),
+    auth: AuthMode = "off",
 ) -> Starlette:
     """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up.
 
     `host` is the address served: on loopback, `/mcp` checks Host and Origin against loopback
     (DNS-rebinding protection); on any other address (a team's mesh) it accepts every Host.
+    `auth` is what a write without a bearer token may do (`identity.acting`); a valid token
+    proves its agent in every mode.
     """
     state: dict[str, Service] = {"service": service} if service is not None else {}
 
@@ -157,9 +174,9 @@ def build_app(
     if with_mcp:
         from .mcp_server import build_mcp_server
 
-        # `mcp_submission` is defined below with the routes; looked up when a tool submits.
-        mcp_server = build_mcp_server(current, read_only=read_only,
-                                      guard=lambda agent, request, submit: mcp_submission(agent, request, submit))
+        # `mcp_actor` and `mcp_submission` are defined below with the routes; looked up when a tool writes.
+        mcp_server = build_mcp_server(current, read_only=read_only, identify=lambda agent, request: mcp_actor(agent, request),
+                                      guard=lambda actor, request, submit: mcp_submission(actor, request, submit))
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
 
     @contextlib.asynccontextmanager
@@ -179,8 +196,8 @@ def build_app(
     async def create_node(request: Request) -> Response:
         writable()
         body = await read_json(request)
-        agent = body.pop("agent", None) if isinstance(body, dict) else None
-        created = await submission(request, {"agent": agent}, lambda _: current().create_node(body, agent=agent))
+        actor = actor_of(request, body.pop("agent", None) if isinstance(body, dict) else None, auth)
+        created = await submission(request, actor, lambda _: current().create_node(body, actor=actor))
         return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
 
     async def list_nodes(request: Request) -> Response:
@@ -223,16 +240,13 @@ def build_app(
     async def edit_body(request: Request, node: str) -> tuple[str, dict[str, Any]]:
         node_id = require_node_id(node)
         writable()
-        payload = await read_json(request)
-        if not isinstance(payload, dict):
-            raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
-        return node_id, payload
+        return node_id, await json_object(request)
 
     async def patch_article(request: Request, node: str) -> Response:
         node_id, payload = await edit_body(request, node)
         result = await current().patch_article(
             node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
-            agent=payload.get("agent"), summary=payload.get("summary"),
+            agent=payload.get("agent"), summary=payload.get("summary"), actor=actor_of(request, payload.get("agent"), auth),
         )
         return JSONResponse(result, headers=TRUST_HEADER)
 
@@ -240,7 +254,7 @@ def build_app(
         node_id, payload = await edit_body(request, node)
         result = await current().revise_article(
             node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
-            agent=payload.get("agent"), summary=payload.get("summary"),
+            agent=payload.get("agent"), summary=payload.get("summary"), actor=actor_of(request, payload.get("agent"), auth),
         )
         return JSONResponse(result, headers=TRUST_HEADER)
 
@@ -255,8 +269,17 @@ def build_app(
         node_id = require_node_id(node)
         writable()
         payload = await read_json(request)
-        accepted = await submission(request, payload, lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip))
+        actor = actor_of(request, agent_field(payload), auth)
+        accepted = await submission(request, actor,
+                                    lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip, actor=actor))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+
+    async def set_status(request: Request, node: str) -> Response:
+        """Maintainers: POST {status: verified|draft|deprecated, note}."""
+        node_id, payload = await edit_body(request, node)
+        result = await current().set_status(node_id, payload.get("status"), note=payload.get("note"),
+                                            actor=actor_of(request, agent_field(payload), auth))
+        return JSONResponse(result, headers=TRUST_HEADER)
 
     async def list_feedback(request: Request, node: str) -> Response:
         params = request.query_params
@@ -271,6 +294,7 @@ def build_app(
         ("/solutions", {"POST": solutions_gone}),
         ("/failures", {"GET": list_failures, "POST": report_failed_attempt}),
         ("/feedback", {"GET": list_feedback}),
+        ("/status", {"POST": set_status}),
         ("", {"GET": read_node}),
     )
 
@@ -282,41 +306,47 @@ def build_app(
             raise method_not_allowed(request, ", ".join(("HEAD", *handlers) if "GET" in handlers else handlers))
         return await handler(request, rest.removesuffix(suffix) if suffix else rest)
 
-    async def mcp_submission(agent: Any, request: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async def mcp_actor(agent: Any, request: Any) -> Actor:
+        """Who an /mcp tool call acts as: the same rule and the same token as /v1."""
+        return actor_of(request if isinstance(request, Request) else None, agent, auth)
+
+    async def mcp_submission(actor: Actor, request: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """The same write limit for the /mcp tools, per agent or client address."""
-        return await submission(request if isinstance(request, Request) else None, {"agent": agent}, submit)
+        return await submission(request if isinstance(request, Request) else None, actor, submit)
 
     def writable() -> None:
         if read_only:
             raise KnowmeshError(403, "read_only", "this server is read-only")
 
-    async def submission(request: Request | None, payload: Any,
+    async def submission(request: Request | None, actor: Actor,
                          submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """A write under --write-limit: 429 past the allowance; only accepted submissions count."""
         client = request.client.host if request is not None and request.client else None
         ip_hash = await current().ip_hash(client)
-        subject = submitter(payload.get("agent") if isinstance(payload, dict) else None, ip_hash)
+        subject = submitter(actor, ip_hash)
         await current().check_submission(subject, write_limit)
         accepted = await submit(ip_hash)
         await current().record_submission(subject)
         return accepted
 
     async def undo(request: Request) -> Response:
+        """The undo token is the bearer (the spec's form), or `undo_token` in the body when the
+        bearer is the agent's own token (a mesh with auth on)."""
         writable()
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        payload = await read_json(request)
-        if not isinstance(payload, dict):
-            raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
+        payload = await json_object(request)
+        actor = actor_of(request, payload.get("agent"), auth, bearer_may_be_other=True)
+        undo_token = payload.get("undo_token") if actor.proof == "token" else payload.get("undo_token") or bearer(request)
         result = await current().undo_edit(
-            request.path_params["revision_id"], undo_token=token.strip() if scheme.lower() == "bearer" else None,
-            agent=payload.get("agent"), summary=payload.get("summary"),
+            request.path_params["revision_id"], undo_token=undo_token,
+            agent=payload.get("agent"), summary=payload.get("summary"), actor=actor,
         )
         return JSONResponse(result, headers=TRUST_HEADER)
 
     async def feedback(request: Request) -> Response:
         writable()
         payload = await read_json(request)
-        accepted = await submission(request, payload, lambda ip: current().report_outcome(payload, ip_hash=ip))
+        actor = actor_of(request, agent_field(payload), auth)
+        accepted = await submission(request, actor, lambda ip: current().report_outcome(payload, ip_hash=ip, actor=actor))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
     async def review(request: Request) -> Response:
@@ -329,12 +359,45 @@ def build_app(
 
     async def dedupe_tasks(request: Request) -> Response:
         writable()
-        return JSONResponse(await current().open_dedupe_task(await read_json(request)), status_code=202, headers=TRUST_HEADER)
+        payload = await read_json(request)
+        opened = await current().open_dedupe_task(payload, actor=actor_of(request, agent_field(payload), auth))
+        return JSONResponse(opened, status_code=202, headers=TRUST_HEADER)
 
     async def dedupe_vote(request: Request) -> Response:
         writable()
-        result = await current().vote_dedupe(request.path_params["task_id"], await read_json(request))
+        payload = await read_json(request)
+        result = await current().vote_dedupe(request.path_params["task_id"], payload,
+                                             actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def dedupe_list(request: Request) -> Response:
+        status = request.query_params.get("status") or "open"
+        if status not in ("open", "flagged"):
+            raise bad_parameter("status", "status must be open (for agents to vote) or flagged (for maintainers to merge)")
+        limit = int_param(request, "limit") or 50
+        queue = await (current().flagged_pairs(limit=limit) if status == "flagged" else current().dedupe_queue(limit=limit))
+        return JSONResponse(queue, headers=TRUST_HEADER)
+
+    async def dedupe_merge(request: Request) -> Response:
+        """Maintainers: POST {canonical_id?, note} confirms a flagged pair as one node."""
+        writable()
+        payload = await json_object(request)
+        result = await current().confirm_merge(request.path_params["task_id"], canonical_id=payload.get("canonical_id"),
+                                               note=payload.get("note"), actor=actor_of(request, agent_field(payload), auth))
+        return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def issue_status(request: Request) -> Response:
+        """Maintainers: POST {status: closed|discarded, note}."""
+        writable()
+        payload = await json_object(request)
+        result = await current().resolve_issue(request.path_params["number"], payload.get("status"),
+                                               note=payload.get("note"), actor=actor_of(request, agent_field(payload), auth))
+        return JSONResponse(result, headers=TRUST_HEADER)
+
+    async def audit(request: Request) -> Response:
+        params = request.query_params
+        log_page = await current().audit_log(target=params.get("target"), after=params.get("after"), limit=params.get("limit"))
+        return JSONResponse(log_page, headers=TRUST_HEADER)
 
     async def dedupe_md(request: Request) -> Response:
         queue = await current().dedupe_queue()
@@ -354,7 +417,8 @@ def build_app(
     async def issues_post(request: Request) -> Response:
         writable()
         payload = await read_json(request)
-        filed = await submission(request, payload, lambda ip: current().file_issue(payload, ip_hash=ip))
+        actor = actor_of(request, agent_field(payload), auth)
+        filed = await submission(request, actor, lambda ip: current().file_issue(payload, ip_hash=ip, actor=actor))
         filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
         return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
 
@@ -393,7 +457,12 @@ def build_app(
 
     async def on_knowmesh_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, KnowmeshError)
-        return error_response(error)
+        response = error_response(error)
+        if error.status == 301:  # a merged node: the same URL with the canonical id
+            merged, canonical = error.details["merged"], error.top_level["canonical"]["id"]
+            location = request.url.path.replace(merged, canonical, 1)
+            response.headers["Location"] = location + (f"?{request.url.query}" if request.url.query else "")
+        return response
 
     async def on_http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
@@ -418,8 +487,11 @@ def build_app(
         Route("/v1/feedback", feedback, methods=["POST"]),
         Route("/v1/review", review, methods=["GET"]),
         Route("/review.md", review_md, methods=["GET"]),
-        Route("/v1/dedupe/tasks", dedupe_tasks, methods=["POST"]),
+        Route("/v1/dedupe/tasks", by_method(GET=dedupe_list, POST=dedupe_tasks), methods=["GET", "POST"]),
         Route("/v1/dedupe/tasks/{task_id}/votes", dedupe_vote, methods=["POST"]),
+        Route("/v1/dedupe/tasks/{task_id}/merge", dedupe_merge, methods=["POST"]),
+        Route("/v1/issues/{number}/status", issue_status, methods=["POST"]),
+        Route("/v1/audit", audit, methods=["GET"]),
         Route("/dedupe.md", dedupe_md, methods=["GET"]),
         Route("/v1/nodes", by_method(GET=list_nodes, POST=create_node), methods=["GET", "POST"]),
         Route("/v1/nodes/{rest:path}", node_routes, methods=EVERY_METHOD),  # node_routes answers 405 with its Allow
@@ -431,7 +503,8 @@ def build_app(
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins)],
+        middleware=[Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins),
+                    *auth_middleware(current)],
         exception_handlers={
             KnowmeshError: on_knowmesh_error,
             HTTPException: on_http_error,

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .errors import KnowmeshError
+from .identity import Actor
 from .limits import json_problem
 from .reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
 from .results import (
@@ -53,7 +54,7 @@ publish it with `create_node` and `solutions: []` so it stays open and findable.
 class Mesh(Protocol):
     """What the tools call: a local `Service`, or a `RemoteMesh` answering through HTTP."""
 
-    async def local_agent_id(self) -> str: ...
+    async def local_actor(self, agent: Any) -> Actor | None: ...
     async def search(self, q: str | None, *, env: str | None = ..., ecosystem: str | None = ...,
                      limit: int | None = ...) -> dict[str, Any]: ...
     async def read_view(self, node_id: str, *, env: str | None = ..., solution: str | None = ...,
@@ -61,18 +62,24 @@ class Mesh(Protocol):
     async def read_markdown(self, node_id: str) -> str: ...
     async def article_history(self, node_id: str, *, from_revision: Any = ..., to_revision: Any = ...) -> dict[str, Any]: ...
     async def review_queue(self, *, limit: Any = ...) -> dict[str, Any]: ...
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = ...) -> dict[str, Any]: ...
-    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
-    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
-    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any) -> dict[str, Any]: ...
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = ...) -> dict[str, Any]: ...
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = ...) -> dict[str, Any]: ...
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
+                            actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
+                             actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
+                        actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = ...,
+                                    actor: Actor | None = ...) -> dict[str, Any]: ...
 
 
 MeshGetter = Callable[[], Mesh]
 Submit = Callable[[str | None], Awaitable[dict[str, Any]]]
-SubmissionGuard = Callable[[Any, Any, Submit], Awaitable[dict[str, Any]]]
-"""(agent, the HTTP request or None, submit(ip_hash)) -> the accepted body: the HTTP server's write limit."""
+SubmissionGuard = Callable[[Actor | None, Any, Submit], Awaitable[dict[str, Any]]]
+"""(actor, the HTTP request or None, submit(ip_hash)) -> the accepted body: the HTTP server's write limit."""
+Identify = Callable[[Any, Any], Awaitable[Actor]]
+"""(the call's `agent` argument, the HTTP request) -> who the call acts as: the HTTP server's token rule."""
 
 FIX_ERROR_PROMPT = """A command failed. Use knowmesh before debugging by hand.
 
@@ -283,24 +290,27 @@ class KnowmeshServer(MCPServer):
 
 
 def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_agent: bool = False,
-                     guard: SubmissionGuard | None = None) -> KnowmeshServer:
-    """The knowmesh MCP server over a mesh. `local_agent`: default agent.id is this mesh's own (stdio).
+                     identify: Identify | None = None, guard: SubmissionGuard | None = None) -> KnowmeshServer:
+    """The knowmesh MCP server over a mesh.
+
+    Who a write acts as: over HTTP `identify` (the bearer token, as on `/v1`); over stdio
+    (`local_agent`) the mesh's local agent unless the call names one; else the claimed id.
     `guard`: submissions (create_node, report_outcome, report_failed_attempt) count against the
     HTTP server's write limit, per agent or client address, as on `/v1`."""
     server = KnowmeshServer("knowmesh", title="knowmesh", version="0.1.0", instructions=INSTRUCTIONS,
                             middleware=[plain_params_errors])
 
-    async def submitted(agent: dict[str, Any] | None, ctx: Context, submit: Submit) -> dict[str, Any]:
+    async def submitted(actor: Actor | None, ctx: Context | None, submit: Submit) -> dict[str, Any]:
         if guard is None:
             return await submit(None)
-        return await guard(agent, ctx.request_context.request, submit)
+        return await guard(actor, ctx.request_context.request if ctx else None, submit)
 
-    async def default_agent(agent: dict[str, Any] | None) -> dict[str, Any] | None:
-        if agent and isinstance(agent.get("id"), str) and agent["id"].strip():
-            return agent
+    async def actor_for(agent: dict[str, Any] | None, ctx: Context | None) -> Actor | None:
+        if identify is not None:
+            return await identify(agent, ctx.request_context.request if ctx else None)
         if local_agent:
-            return {**(agent or {}), "id": await get_mesh().local_agent_id()}
-        return None
+            return await get_mesh().local_actor(agent)
+        return None  # the mesh takes the claimed id (a personal mesh in-process)
 
     @server.tool(
         name="search",
@@ -405,10 +415,11 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             ops: Annotated[list[dict[str, Any]], Field(description='[{"op": "set", "path": "/content/solutions/gnu-sed/fix/1", "value": "..."}, {"op": "remove", "path": "..."}]')],
             summary: Annotated[str, Field(description="One line: what the edit changes")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().patch_article(
-                    id, base_revision=base_revision, ops=ops, agent=await default_agent(agent), summary=summary
+                    id, base_revision=base_revision, ops=ops, agent=agent, summary=summary, actor=await actor_for(agent, ctx)
                 )
 
             return await run_tool(call())
@@ -429,10 +440,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             article: Annotated[dict[str, Any], Field(description="The complete node document")],
             summary: Annotated[str, Field(description="One line: what the edit changes")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().revise_article(
-                    id, base_revision=base_revision, article=article, agent=await default_agent(agent), summary=summary
+                    id, base_revision=base_revision, article=article, agent=agent, summary=summary,
+                    actor=await actor_for(agent, ctx),
                 )
 
             return await run_tool(call())
@@ -452,10 +465,11 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             undo_token: Annotated[str, Field(description="The undo_token returned with that edit")],
             summary: Annotated[str, Field(description="One line: why you undo it")],
             agent: Annotated[dict[str, Any] | None, Field(description='{"id": your stable agent id, "model": optional}')] = None,
+            ctx: Context | None = None,
         ) -> Annotated[CallToolResult, PublishedEdit]:
             async def call() -> dict[str, Any]:
                 return await get_mesh().undo_edit(
-                    revision_id, undo_token=undo_token, agent=await default_agent(agent), summary=summary
+                    revision_id, undo_token=undo_token, agent=agent, summary=summary, actor=await actor_for(agent, ctx)
                 )
 
             return await run_tool(call())
@@ -485,12 +499,12 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             ctx: Context | None = None,
         ) -> Annotated[CallToolResult, FeedbackReceipt]:
             async def call() -> dict[str, Any]:
-                author = await default_agent(agent)
+                actor = await actor_for(agent, ctx)
                 report = {"node": node, "solution": solution, "outcome": outcome, "env": env, "evidence": evidence or {},
-                          "reason": reason, "note": note, "agent": author, "node_version": node_version}
+                          "reason": reason, "note": note, "agent": agent, "node_version": node_version}
                 if revision is not None:
                     report["revision"] = revision
-                return await submitted(author, ctx, lambda ip: get_mesh().report_outcome(report, ip_hash=ip))
+                return await submitted(actor, ctx, lambda ip: get_mesh().report_outcome(report, ip_hash=ip, actor=actor))
 
             return await run_tool(call())
 
@@ -514,9 +528,10 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             ctx: Context | None = None,
         ) -> Annotated[CallToolResult, FailedAttemptReceipt]:
             async def call() -> dict[str, Any]:
-                author = await default_agent(agent)
-                attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason, "agent": author}
-                return await submitted(author, ctx, lambda ip: get_mesh().report_failed_attempt(id, attempt, ip_hash=ip))
+                actor = await actor_for(agent, ctx)
+                attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason, "agent": agent}
+                return await submitted(actor, ctx,
+                                       lambda ip: get_mesh().report_failed_attempt(id, attempt, ip_hash=ip, actor=actor))
 
             return await run_tool(call())
 
@@ -542,9 +557,9 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             ctx: Context | None = None,
         ) -> Annotated[CallToolResult, CreatedNode]:
             async def call() -> dict[str, Any]:
-                author = await default_agent(agent)
+                actor = await actor_for(agent, ctx)
                 document = {"id": id, "ecosystem": ecosystem, "title": title, "signature": signature, "content": content}
-                return await submitted(author, ctx, lambda _: get_mesh().create_node(document, agent=author))
+                return await submitted(actor, ctx, lambda _: get_mesh().create_node(document, agent=agent, actor=actor))
 
             return await run_tool(call())
 

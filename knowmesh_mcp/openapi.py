@@ -96,7 +96,8 @@ SEARCH = (
 READ_HEADERS = ("ETag", "Cache-Control", "X-Knowmesh-Article-Revision", "X-Knowmesh-Node-Version", "X-Knowmesh-Has-Answer")
 # A write is refused on a read-only server or cross-site (403), for its size (413), its media
 # type (415) or the write limit (429); every write can also meet a malformed body (400).
-WRITE = (400, 403, 413, 415, 429)
+WRITE = (400, 401, 403, 413, 415, 429)
+MAINTAIN = (*WRITE, 404, 409)
 NODE_WRITE = (*WRITE, 404, 409)
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -110,11 +111,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/nodes", "Publish a new node (an open problem when solutions is [])", results.CreatedNode,
               status=201, body=bodies.NewNode, errors=(*WRITE, 409), tool="create_node"),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}", "Read a node: its one answer for your environment",
-              results.ArticleView, params=(*NODE, *READ), errors=(304, 400, 404), headers=READ_HEADERS, tool="read_article",
+              results.ArticleView, params=(*NODE, *READ), errors=(301, 304, 400, 404), headers=READ_HEADERS, tool="read_article",
               links=(("pinned", "get_v1_nodes_ecosystem_slug_versions_version", SAME_NODE + (("version", "$response.body#/version"),)),
                      ("history", "get_v1_nodes_ecosystem_slug_article_revisions", SAME_NODE))),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}.md", "Read a node as Markdown", media=MARKDOWN,
-              params=(*NODE, *READ), errors=(304, 400, 404), headers=READ_HEADERS),
+              params=(*NODE, *READ), errors=(301, 304, 400, 404), headers=READ_HEADERS),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}/versions/{version}", "Read the node as it was at a content hash",
               results.ArticleView, params=(*NODE, Param("version", "sha256:... as read or reported", "path"), *READ),
               errors=(304, 400, 404), headers=READ_HEADERS),
@@ -122,7 +123,9 @@ OPERATIONS: tuple[Operation, ...] = (
               params=(*NODE, Param("version", "sha256:...", "path"), *READ), errors=(304, 400, 404), headers=READ_HEADERS),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}/article", "Read the current article and its revision",
               results.EditableArticle, params=(*NODE, Param("include", "archived_failures, alternatives")),
-              errors=(304, 400, 404), headers=READ_HEADERS),
+              errors=(301, 304, 400, 404), headers=READ_HEADERS),
+    Operation("POST", "/v1/nodes/{ecosystem}/{slug}/status", "Maintainers: promote to verified, back to draft, or deprecate",
+              results.StatusChanged, body=bodies.StatusChange, params=NODE, errors=MAINTAIN),
     Operation("PATCH", "/v1/nodes/{ecosystem}/{slug}/article", "Edit the article with set/remove operations",
               results.PublishedEdit, body=bodies.ArticlePatch, params=NODE, errors=NODE_WRITE, tool="patch_article",
               links=(("undo", "post_v1_article_revisions_revision_id_undo", (("revision_id", "$response.body#/revision_id"),)),)),
@@ -165,9 +168,20 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/dedupe/tasks/{task_id}/votes", "Vote same or different on a dedupe task",
               results.DedupeVoteResult, body=bodies.DedupeVote,
               params=(Param("task_id", "The task number", "path", integer=True),), errors=(*WRITE, 404, 409)),
+    Operation("GET", "/v1/dedupe/tasks", "Dedupe tasks: open (agents vote) or flagged (maintainers merge)",
+              results.DedupeQueue, params=(Param("status", "open (default) or flagged"), LIMIT)),
+    Operation("POST", "/v1/dedupe/tasks/{task_id}/merge", "Maintainers: confirm a flagged pair as one node (301 after)",
+              results.MergeConfirmed, body=bodies.MergeConfirmation,
+              params=(Param("task_id", "The task number", "path", integer=True),), errors=MAINTAIN),
     Operation("GET", "/dedupe.md", "Open dedupe tasks as Markdown", media=MARKDOWN, errors=()),
     Operation("POST", "/v1/issues", "Report a problem with the service itself", results.IssueReceipt,
               status=202, body=bodies.Issue, errors=WRITE),
+    Operation("POST", "/v1/issues/{number}/status", "Maintainers: close (fixed) or discard (not accepted) an issue",
+              results.IssueResolved, body=bodies.IssueResolution,
+              params=(Param("number", "The issue number", "path", integer=True),), errors=MAINTAIN),
+    Operation("GET", "/v1/audit", "Every maintainer action, oldest first", results.AuditLog,
+              params=(Param("target", "Only this node id or issue number"),
+                      Param("after", "next_after of the previous page", integer=True), LIMIT)),
     Operation("GET", "/issues", "Service issues (Markdown, or HTML with Accept: text/html)", media=MARKDOWN, errors=()),
     Operation("GET", "/issues/{number}", "One service issue", media=MARKDOWN,
               params=(Param("number", "The issue number", "path", integer=True),), errors=(400, 404)),
@@ -185,10 +199,12 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 ERROR_DESCRIPTIONS = {
+    301: "Merged into another node: Location is the same URL with the canonical id (its history stays here)",
     304: "Not modified (If-None-Match matched the ETag)",
     400: "Invalid request: error.code names the rule (invalid_json, invalid_parameter, invalid_node, ...), error.field the field",
-    401: "Missing or wrong undo token",
-    403: "Read-only server, or a cross-site request to a loopback server (forbidden_host, forbidden_origin)",
+    401: "auth_required (this mesh takes writes with an agent token only), invalid_token, or a missing undo token",
+    403: "agent_mismatch (agent.id is not the token's), maintainer_required, invalid_undo_token, a read-only server, "
+         "or a cross-site request to a loopback server (forbidden_host, forbidden_origin)",
     404: "Unknown node, version, solution, revision, task or issue",
     409: "Conflict: node_exists, duplicate_node, revision_conflict, overlapping_answer, ...",
     413: "Body too large (1 MiB; 4 MiB for POST /v1/search)",

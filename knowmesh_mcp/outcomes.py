@@ -21,7 +21,8 @@ from .addresses import address_hash, address_secret
 from .limits import to_int
 from .evidence import OUTCOMES, Evidence, node_stats
 from .model import canonical_json
-from .publishing import behavior_hash, check_agent, require_node_id
+from .identity import PROVEN, Actor, acting, agent_object
+from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
 from .store import StatsRow, Store, Writer, utc_now
 
@@ -58,7 +59,7 @@ class OutcomeReporting:
             async with self.store.write() as tx:
                 await tx.count_write(subject, _hour())
 
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
         if not isinstance(report, dict):
             raise KnowmeshError(400, "invalid_feedback", "the report must be a JSON object", field="/")
@@ -74,9 +75,8 @@ class OutcomeReporting:
             raise bad_parameter("solution", "solution is required: the id of the answer you ran", code="invalid_feedback")
         env_object = report.get("env") if isinstance(report.get("env"), dict) else {}
         environment = env_from_mapping(env_object)
-        agent = report.get("agent")
-        agent_id = agent.get("id") if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip() else None
-        model = agent.get("model") if isinstance(agent, dict) and isinstance(agent.get("model"), str) else None
+        reporter = actor if actor is not None else acting(report.get("agent"), None, "off")
+        agent_id, model = reporter.id, reporter.model
         evidence_object = report.get("evidence") if isinstance(report.get("evidence"), dict) else {}
         exit_code = evidence_object.get("exit_code")
         reason = report.get("reason") if isinstance(report.get("reason"), str) and report["reason"].strip() else None
@@ -111,8 +111,8 @@ class OutcomeReporting:
             row = {
                 "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
                 "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
-                "agent_id": agent_id, "model": model, "ip_hash": ip_hash if agent_id is None else None,
-                "reason": reason, "note": note,
+                "agent_id": agent_id, "model": model, "ip_hash": ip_hash if not reporter.votes else None,
+                "proof": reporter.proof, "reason": reason, "note": note,
                 "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest() if evidence_object else None,
                 "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
                 "created_at": utc_now(),
@@ -133,6 +133,8 @@ class OutcomeReporting:
             "failure_state": now_row.failure_state, "answer_state": now_row.answer_state,
             "counts": {"failed_agents": now_row.failed_agents, "solved_agents": now_row.solved_agents},
             "anonymous": agent_id is None,
+            "proven": reporter.proven,
+            "counted": reporter.votes,  # false: kept and shown, never an independent vote
         }
         flipped = now_row.failure_state in ("known_failed", "disputed") and (old is None or old.failure_state != now_row.failure_state)
         if flipped:
@@ -149,7 +151,7 @@ class OutcomeReporting:
         first = _count_param("after", after, 0, 0)
         size = min(_count_param("limit", limit, FEEDBACK_PAGE, 1), FEEDBACK_PAGE)
         rows = await self.store.feedback_after(node_id, first, size + 1)
-        page = rows[:size]
+        page = [{**row, "proven": row["proof"] in PROVEN} for row in rows[:size]]
         return {"id": node_id, "feedback": page, "next_after": page[-1]["id"] if page else first,
                 "has_more": len(rows) > size}
 
@@ -180,10 +182,11 @@ def _hour() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H")
 
 
-def submitter(agent: Any, ip_hash: str | None) -> str | None:
-    """Who a submission counts against: its agent.id, else the keyed hash of its address."""
-    if isinstance(agent, dict) and isinstance(agent.get("id"), str) and agent["id"].strip():
-        return "agent:" + agent["id"].strip()
+def submitter(actor: Actor, ip_hash: str | None) -> str | None:
+    """Who a submission counts against: its agent (a token's, or an id a personal mesh takes as
+    claimed), else the keyed hash of its address (an unproven id could be rotated at will)."""
+    if actor.votes:
+        return "agent:" + actor.id  # type: ignore[operator]
     return f"ip:{ip_hash}" if ip_hash else None
 
 
@@ -214,7 +217,8 @@ class FailedAttempts:
 
     store: Store
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None,
+                                    actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/nodes/{id}/failures: record an approach that did not work, for the next agent."""
         require_node_id(node_id)
         if not isinstance(attempt, dict):
@@ -233,8 +237,7 @@ class FailedAttempts:
         if (not isinstance(steps, list) or not steps or len(steps) > MAX_STEPS
                 or not all(isinstance(step, str) and step.strip() and len(step) <= MAX_TEXT for step in steps)):
             raise bad_parameter("steps", f"steps must be 1 to {MAX_STEPS} commands you ran", code="invalid_failure")
-        agent = attempt.get("agent") if isinstance(attempt.get("agent"), dict) else {}
-        agent_id = agent.get("id") if isinstance(agent.get("id"), str) and agent["id"].strip() else None
+        reporter = actor if actor is not None else acting(attempt.get("agent"), None, "off")
         async with self.store.write() as tx:
             _, document, known = await node_answers(tx, node_id)
             current = current_revisions(document, known)
@@ -252,9 +255,8 @@ class FailedAttempts:
             failure_id = await tx.insert_row("failures", {
                 "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
                 "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
-                "reason": texts["reason"], "agent_id": agent_id,
-                "model": agent.get("model") if isinstance(agent.get("model"), str) else None,
-                "ip_hash": ip_hash if agent_id is None else None, "created_at": utc_now(),
+                "reason": texts["reason"], "agent_id": reporter.id, "model": reporter.model, "proof": reporter.proof,
+                "ip_hash": ip_hash if not reporter.votes else None, "created_at": utc_now(),
             })
         return {"ok": True, "accepted": True, "id": failure_id, "node": node_id, "cluster": environment.cluster(),
                 "archived": False, "path": f"/v1/nodes/{node_id}/failures"}
@@ -267,7 +269,7 @@ class FailedAttempts:
         reports = [
             {key: row[key] for key in ("id", "solution_id", "solution_revision", "outcome", "cluster", "environment",
                                        "reason", "note", "exit_code", "created_at")}
-            | {"agent": {"id": row["agent_id"], "model": row["model"]} if row["agent_id"] else None}
+            | {"agent": agent_object({"id": row["agent_id"], "model": row["model"]}, row["proof"])}
             for row in await self.store.feedback_after(node_id, 0, MAX_FAILED_REPORTS)
             if row["outcome"] in ("failed", "dangerous")
         ]
@@ -377,7 +379,7 @@ class Dedupe:
 
     store: Store
 
-    async def open_dedupe_task(self, body: Any) -> dict[str, Any]:
+    async def open_dedupe_task(self, body: Any, *, actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/dedupe/tasks: queue a pair (`node`, `candidate`) that may be one problem."""
         if not isinstance(body, dict):
             raise KnowmeshError(400, "invalid_dedupe", "the request must be a JSON object", field="/")
@@ -388,26 +390,26 @@ class Dedupe:
             require_node_id(value)
         if first == second:
             raise bad_parameter("candidate", "a node cannot duplicate itself", code="invalid_dedupe")
-        agent = body.get("agent") if isinstance(body.get("agent"), dict) else {}
+        opener = actor if actor is not None else acting(body.get("agent"), None, "off")
         async with self.store.write() as tx:
             for value in (first, second):
                 if not await tx.versions_of([value]):
                     raise not_found("node", value)
             existing = await tx.dedupe_task_for(first, second)
             task_id = existing or await tx.insert_dedupe_task(
-                first, second, body.get("reason") if isinstance(body.get("reason"), str) else None,
-                agent.get("id") if isinstance(agent.get("id"), str) else None,
+                first, second, body.get("reason") if isinstance(body.get("reason"), str) else None, opener.id,
             )
         return {"ok": True, "task_id": task_id, "created": existing is None, "path": "/dedupe.md",
                 "vote": {"method": "POST", "path": f"/v1/dedupe/tasks/{task_id}/votes",
                          "body": {"vote": "<same | different>", "canonical_id": f"<{first} or {second}, when same>",
                                   "agent": {"id": "<your-agent-id>"}}}}
 
-    async def vote_dedupe(self, task_id: Any, body: Any) -> dict[str, Any]:
-        """Two `same` votes on one canonical id flag the pair for an administrator; two `different` close it."""
+    async def vote_dedupe(self, task_id: Any, body: Any, *, actor: Actor | None = None) -> dict[str, Any]:
+        """Two `same` votes on one canonical id flag the pair for a maintainer; two `different` close
+        it. Only independent votes count (not unproven ones on a server with auth on)."""
         if not isinstance(body, dict) or body.get("vote") not in ("same", "different"):
             raise bad_parameter("vote", "vote must be same or different", code="invalid_dedupe")
-        agent = check_agent(body.get("agent"))
+        voter = author_of(body.get("agent"), actor)
         number = _path_number(task_id, "dedupe_task")
         async with self.store.write() as tx:
             task = await tx.dedupe_task(number)
@@ -421,15 +423,16 @@ class Dedupe:
             if current_status != "open":
                 raise KnowmeshError(409, "dedupe_settled", f"this task is already {current_status}")
             try:
-                await tx.add_dedupe_vote(number, agent["id"], body["vote"], canonical if body["vote"] == "same" else None)
+                await tx.add_dedupe_vote(number, voter.id, voter.proof, body["vote"],  # type: ignore[arg-type]
+                                         canonical if body["vote"] == "same" else None)
             except sqlite3.IntegrityError:
                 raise KnowmeshError(409, "duplicate_vote", "one vote per agent") from None
-            votes = await tx.dedupe_votes(number)
-            same = {}
-            for _, vote, target in votes:
+            votes = [(vote, target) for _, vote, target, proof in await tx.dedupe_votes(number) if proof != "unproven"]
+            same: dict[str | None, int] = {}
+            for vote, target in votes:
                 if vote == "same":
                     same[target] = same.get(target, 0) + 1
-            different = sum(1 for _, vote, _ in votes if vote == "different")
+            different = sum(1 for vote, _ in votes if vote == "different")
             status, settled_on = "open", None
             agreed = [target for target, count in same.items() if count >= 2]
             if agreed:
@@ -439,7 +442,7 @@ class Dedupe:
             if status != "open":
                 await tx.set_dedupe_status(number, status, settled_on)
         return {"ok": True, "task_id": number, "status": status, "canonical_id": settled_on,
-                "votes": {"same": sum(same.values()), "different": different}}
+                "votes": {"same": sum(same.values()), "different": different}, "counted": voter.votes}
 
     async def dedupe_queue(self, *, limit: int = 50) -> dict[str, Any]:
         return {"tasks": await self.store.dedupe_tasks("open", limit), "trust": "untrusted-data"}
@@ -468,7 +471,7 @@ class ServiceIssues:
 
     store: Store
 
-    async def file_issue(self, issue: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+    async def file_issue(self, issue: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/issues: 202 with the issue number."""
         if not isinstance(issue, dict):
             raise KnowmeshError(400, "invalid_issue", "the issue must be a JSON object", field="/")
@@ -487,14 +490,13 @@ class ServiceIssues:
         if not isinstance(labels, list) or len(labels) > 10 or not all(isinstance(x, str) and len(x) <= 50 for x in labels):
             raise bad_parameter("labels", "labels must be at most 10 short strings", code="invalid_issue")
         details["labels"] = labels
-        agent = issue.get("agent") if isinstance(issue.get("agent"), dict) else {}
-        agent_id = agent.get("id") if isinstance(agent.get("id"), str) else None
+        reporter = actor if actor is not None else acting(issue.get("agent"), None, "off")
         async with self.store.write() as tx:
             number = await tx.insert_row("service_issues", {
                 "title": issue["title"].strip(), "body": issue["body"].strip(),
-                "details": json.dumps(details, ensure_ascii=False), "agent_id": agent_id,
-                "model": agent.get("model") if isinstance(agent.get("model"), str) else None,
-                "ip_hash": ip_hash if agent_id is None else None, "status": "open", "created_at": utc_now(),
+                "details": json.dumps(details, ensure_ascii=False), "agent_id": reporter.id, "model": reporter.model,
+                "proof": reporter.proof, "ip_hash": ip_hash if not reporter.votes else None, "status": "open",
+                "created_at": utc_now(),
             })
         return {"ok": True, "issue_number": number, "status": "open", "url": f"/issues/{number}"}
 

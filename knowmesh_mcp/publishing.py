@@ -14,6 +14,7 @@ from typing import Any
 
 from .environment import describe_scope, scopes_overlap, solution_scope
 from .errors import KnowmeshError, bad_parameter
+from .identity import Actor, acting
 from .limits import MAX_CONFLICTS
 from .model import InvalidNode, NodeDocument, check_node_id, validate_node
 from .normalize import quoted_values, signature_hash
@@ -21,7 +22,6 @@ from .search import index_row
 from .store import NewNode
 
 MAX_SUMMARY = 500
-MAX_AGENT_ID = 200
 
 
 def invalid_node_error(error: InvalidNode) -> KnowmeshError:
@@ -75,14 +75,14 @@ def check_overlaps(document: NodeDocument) -> None:
         )
 
 
-def check_agent(agent: Any) -> dict[str, str]:
-    """`agent.id` is required on edits: it is the author of record and, later, the voter."""
-    if not isinstance(agent, dict) or not isinstance(agent.get("id"), str) or not agent["id"].strip():
+def author_of(agent: Any, actor: Actor | None) -> Actor:
+    """The author of an edit or a vote: the adapter's actor, else the body's agent as claimed (a
+    personal mesh). It needs an id: the author of record and, later, the voter."""
+    author = actor if actor is not None else acting(agent, None, "off")
+    if author.id is None:
         raise bad_parameter("agent", "agent.id is required: a stable id for you, e.g. {\"id\": \"agent-a1\"}",
                             code="missing_agent")
-    if len(agent["id"]) > MAX_AGENT_ID or (agent.get("model") is not None and not isinstance(agent.get("model"), str)):
-        raise bad_parameter("agent", f"agent.id must be at most {MAX_AGENT_ID} characters and agent.model a string")
-    return {"id": agent["id"].strip(), **({"model": agent["model"]} if agent.get("model") else {})}
+    return author
 
 
 def check_summary(summary: Any) -> str:
@@ -132,7 +132,7 @@ class Prepared:
             quoted_values=quoted_values(document.signature.error),
         )
 
-    def new_node(self, *, kind: str, agent: dict[str, Any] | None, summary: str) -> NewNode:
+    def new_node(self, *, kind: str, agent: dict[str, Any] | None, summary: str, proof: str = "claimed") -> NewNode:
         solutions = self.body["content"]["solutions"]
         return NewNode(
             id=self.document.id,
@@ -153,4 +153,5 @@ class Prepared:
             model=(agent or {}).get("model"),
             summary=summary,
             changes_json=json.dumps([{"op": "create", "path": "", "value": None}]),
+            agent_proof=proof,
         )

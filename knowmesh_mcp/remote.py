@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx2
 
 from .errors import KnowmeshError, remote_error
+from .identity import Actor, acting
 from .publishing import require_node_id
 
 DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
@@ -47,14 +48,23 @@ def error_from_response(response: httpx2.Response) -> KnowmeshError:
 
 
 class RemoteMesh:
-    """A knowmesh HTTP API at `base_url`, called like a local `Service`."""
+    """A knowmesh HTTP API at `base_url`, called like a local `Service`.
 
-    def __init__(self, base_url: str, *, timeout: float | None = None, client: httpx2.AsyncClient | None = None):
+    `token` (else `KNOWMESH_TOKEN`) is sent as `Authorization: Bearer` on every call: the remote
+    then proves who acted. Without one, a write names the local agent's id, which the remote
+    takes as claimed (a personal mesh) or records as unproven (a team's mesh with auth on).
+    A call's `actor` (from `local_actor`) only fills in the id a body leaves out.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float | None = None, client: httpx2.AsyncClient | None = None,
+                 token: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.timeout = remote_timeout() if timeout is None else timeout
-        self._client = client or httpx2.AsyncClient(
-            base_url=self.base_url, timeout=self.timeout, headers={"user-agent": "knowmesh-mcp (remote)"}
-        )
+        self.token = token if token is not None else os.environ.get("KNOWMESH_TOKEN") or None
+        headers = {"user-agent": "knowmesh-mcp (remote)"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        self._client = client or httpx2.AsyncClient(base_url=self.base_url, timeout=self.timeout, headers=headers)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -93,6 +103,19 @@ class RemoteMesh:
         seed = f"{getpass.getuser()}@{socket.gethostname()}|{self.base_url}"
         return "local-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
+    async def local_actor(self, agent: Any) -> Actor | None:
+        """A stdio server's actor: with a token the remote decides; else the id the call names,
+        or the local agent's, which the remote takes as claimed or records as unproven."""
+        return None if self.token else acting(agent, None, "off", local_id=await self.local_agent_id())
+
+    @staticmethod
+    def agent_field(agent: Any, actor: Actor | None) -> Any:
+        """The `agent` a write sends: as the call gave it, with the local actor's id when it named none."""
+        if actor is None or actor.id is None or (isinstance(agent, dict) and agent.get("id")) \
+                or (agent is not None and not isinstance(agent, dict)):
+            return agent
+        return {**(agent or {}), "id": actor.id}
+
     async def search(self, q: str | None, *, env: str | None = None, ecosystem: str | None = None,
                      limit: int | None = None) -> dict[str, Any]:
         # POST: pasted output of up to 1 MiB does not fit a URL.
@@ -122,31 +145,64 @@ class RemoteMesh:
     async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/review", params={"limit": limit})
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None) -> dict[str, Any]:
+        agent = self.agent_field(agent, actor)
         body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
         return await self.call("POST", "/v1/nodes", json=body)
 
-    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any) -> dict[str, Any]:
-        body = {"base_revision": base_revision, "ops": ops, "agent": agent, "summary": summary}
+    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
+                            actor: Actor | None = None) -> dict[str, Any]:
+        body = {"base_revision": base_revision, "ops": ops, "agent": self.agent_field(agent, actor), "summary": summary}
         return await self.call("PATCH", node_path(node_id) + "/article", json=body)
 
-    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any) -> dict[str, Any]:
-        body = {"base_revision": base_revision, "article": article, "agent": agent, "summary": summary}
+    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
+                             actor: Actor | None = None) -> dict[str, Any]:
+        body = {"base_revision": base_revision, "article": article, "agent": self.agent_field(agent, actor), "summary": summary}
         return await self.call("POST", node_path(node_id) + "/article/revisions", json=body)
 
-    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any) -> dict[str, Any]:
+    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
+                        actor: Actor | None = None) -> dict[str, Any]:
+        """The undo token rides as the bearer (the spec's form), or in the body when the bearer is our agent token."""
         if not isinstance(revision_id, str) or not revision_id.strip():
             raise KnowmeshError(400, "invalid_parameter", "revision_id is required", field="revision_id")
-        headers = {"authorization": f"Bearer {undo_token}"} if isinstance(undo_token, str) and undo_token else None
+        body = {"agent": self.agent_field(agent, actor), "summary": summary}
+        headers = None
+        if self.token:
+            body["undo_token"] = undo_token
+        elif isinstance(undo_token, str) and undo_token:
+            headers = {"authorization": f"Bearer {undo_token}"}
         return await self.call("POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo",
-                               json={"agent": agent, "summary": summary}, headers=headers)
+                               json=body, headers=headers)
 
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
+    async def report_outcome(self, report: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
         """`ip_hash` is the local server's business; the remote hashes this client's own address."""
-        return await self.call("POST", "/v1/feedback", json=report)
+        return await self.call("POST", "/v1/feedback", json=self.with_agent(report, actor))
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None) -> dict[str, Any]:
-        return await self.call("POST", node_path(node_id) + "/failures", json=attempt)
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None,
+                                    actor: Actor | None = None) -> dict[str, Any]:
+        return await self.call("POST", node_path(node_id) + "/failures", json=self.with_agent(attempt, actor))
+
+    # -- maintainers (`knowmesh-mcp admin --remote URL`, with a maintainer's token) ------------
+
+    async def set_status(self, node_id: str, status: Any, *, note: Any = None, actor: Actor | None = None) -> dict[str, Any]:
+        return await self.call("POST", node_path(node_id) + "/status", json={"status": status, "note": note})
+
+    async def confirm_merge(self, task_id: Any, *, canonical_id: Any = None, note: Any = None,
+                            actor: Actor | None = None) -> dict[str, Any]:
+        return await self.call("POST", f"/v1/dedupe/tasks/{quote(str(task_id), safe='')}/merge",
+                               json={"canonical_id": canonical_id, "note": note})
+
+    async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Actor | None = None) -> dict[str, Any]:
+        return await self.call("POST", f"/v1/issues/{quote(str(number), safe='')}/status", json={"status": status, "note": note})
+
+    async def audit_log(self, *, target: str | None = None, after: Any = None, limit: Any = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/audit", params={"target": target, "after": after, "limit": limit})
+
+    async def flagged_pairs(self, *, limit: int = 50) -> dict[str, Any]:
+        return await self.call("GET", "/v1/dedupe/tasks", params={"status": "flagged", "limit": limit})
+
+    def with_agent(self, body: Any, actor: Actor | None) -> Any:
+        return {**body, "agent": self.agent_field(body.get("agent"), actor)} if isinstance(body, dict) else body
 
 
 def node_path(node_id: str) -> str:

@@ -147,6 +147,7 @@ class Stats(Result):
 class Agent(Result):
     id: str = Field(description="The agent's stable id")
     model: str | None = optional("The agent's model, when it said")
+    proven: bool = optional("True: a token (or a stdio server's own user) proved the id; false: only claimed")
 
 
 class FieldChange(Result):
@@ -398,6 +399,8 @@ class FeedbackReceipt(Result):
     answer_state: AnswerState = Field(description="The answer's state there now")
     counts: Counts = Field(description="Distinct agents so far")
     anonymous: bool = Field(description="True without agent.id: stored and shown, never a second vote")
+    proven: bool = Field(description="True: a token (or a stdio server's own user) proved who reported")
+    counted: bool = Field(description="False: kept and shown, never an independent vote (anonymous, or unproven where auth is on)")
     next: NextSteps = optional("Present when this report flipped the answer to known_failed or disputed")
 
 
@@ -550,6 +553,7 @@ class DedupeVoteResult(Result):
     status: str = Field(description="open, flagged (for an administrator) or closed")
     canonical_id: str | None = Field(description="The node the same-votes keep, or null")
     votes: dict[str, int] = Field(description="Votes so far: same, different")
+    counted: bool = optional("False: this vote is kept but does not count (unproven, where auth is on)")
 
 
 class IssueReceipt(Result):
@@ -557,3 +561,62 @@ class IssueReceipt(Result):
     issue_number: int = Field(description="The issue's number")
     status: Literal["open"] = Field(description="Open until the maintainer closes or discards it")
     url: str = Field(description="Where people read it")
+
+
+# -- maintainers -------------------------------------------------------------------------
+
+
+class NodeRef(Result):
+    id: str = Field(description="Node id")
+    path: str = Field(description="Its JSON read")
+    html_path: str = Field(description="Its page")
+
+
+class StatusChanged(Result):
+    ok: Literal[True] = Field(description="Always true")
+    node: str = Field(description="Node id")
+    status: Status = Field(description="The node's status now")
+    previous: Status = Field(description="Its status before")
+    changed: bool = Field(description="False: it already had this status (nothing recorded)")
+    action_id: int = optional("The audit log entry")
+    maintainer: Agent = optional("Who did it")
+
+
+class MergeConfirmed(Result):
+    ok: Literal[True] = Field(description="Always true")
+    task_id: int = Field(description="The dedupe task")
+    merged: str = Field(description="The node merged away: deprecated, its URLs answer 301")
+    canonical: NodeRef = Field(description="The node kept")
+    action_id: int = Field(description="The audit log entry")
+    maintainer: Agent = Field(description="Who did it")
+
+
+class IssueResolved(Result):
+    ok: Literal[True] = Field(description="Always true")
+    issue_number: int = Field(description="The issue")
+    status: Literal["closed", "discarded"] = Field(description="closed (fixed) or discarded (not accepted)")
+    resolution: dict[str, Any] = Field(description="note, maintainer, at")
+    action_id: int = Field(description="The audit log entry")
+
+
+class MaintainerAction(Result):
+    id: int = Field(description="Entry number")
+    action: Literal["set_status", "merge", "close_issue", "discard_issue"] = Field(description="What was done")
+    target: str = Field(description="The node id, or the issue number")
+    note: str | None = Field(description="The maintainer's note")
+    maintainer: Agent = Field(description="Who did it (always proven)")
+    proof: Literal["token", "local"] = Field(description="token: over HTTP; local: the admin command on the database")
+    created_at: str = Field(description="When (UTC)")
+
+
+class AuditLog(Result):
+    """Every maintainer action, oldest first; each also carries its detail (from/to, canonical, task_id)."""
+
+    actions: list[MaintainerAction] = Field(description="Entries after `after`")
+    next_after: int = Field(description="Pass as after for the next page")
+    has_more: bool = Field(description="True: more entries follow")
+
+
+class DedupeQueue(Result):
+    tasks: list[dict[str, Any]] = Field(description="Pairs with their votes so far")
+    trust: Trust = Field(description=TRUST)

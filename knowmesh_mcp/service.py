@@ -13,7 +13,7 @@ import binascii
 import hashlib
 import json
 import os
-import secrets
+import getpass
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from . import next_steps
+from .access import AgentTokens
+from .maintaining import Maintaining, canonical_ref, follow_redirect
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
+from .identity import Actor, acting
 from .evidence import Evidence, best_answer_state
 from .model import InvalidNode, canonical_json, validate_node
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
@@ -34,7 +37,7 @@ from .outcomes import (
     ReviewQueue,
     ServiceIssues,
 )
-from .publishing import Prepared, check_agent, check_overlaps, invalid_node_error, prepare_off_loop, require_node_id
+from .publishing import Prepared, check_overlaps, invalid_node_error, prepare_off_loop, require_node_id
 from .reading import (
     FIELD_SECTIONS,
     INCLUDES,
@@ -120,7 +123,8 @@ class ImportReport:
         }
 
 
-class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues, Syncing):
+class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues, Syncing, AgentTokens,
+              Maintaining):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):
@@ -158,22 +162,21 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             await tx.set_meta("search_index_version", str(SEARCH_INDEX_VERSION))
 
     async def local_agent_id(self) -> str:
-        """KNOWMESH_AGENT_ID, else an id made once per database (stable across restarts)."""
+        """The local agent of a stdio server: KNOWMESH_AGENT_ID, else the id this database made
+        before (older meshes keep theirs), else the OS user."""
         if os.environ.get("KNOWMESH_AGENT_ID"):
             return os.environ["KNOWMESH_AGENT_ID"]
-        existing = await self.store.get_meta("local_agent_id")
-        if existing:
-            return existing
-        made = "local-" + secrets.token_hex(8)
-        async with self.store.write() as tx:
-            await tx.set_meta("local_agent_id", made)
-        return await self.store.get_meta("local_agent_id") or made
+        return await self.store.get_meta("local_agent_id") or getpass.getuser()
+
+    async def local_actor(self, agent: Any) -> Actor:
+        """Who a stdio call acts as on a personal mesh: the id it names, else the local agent."""
+        return acting(agent, None, "off", local_id=await self.local_agent_id())
 
     # -- create ------------------------------------------------------------------------
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/nodes: publish a new problem (with or without an answer). Status is forced to draft."""
-        agent = check_agent(agent) if agent is not None else None  # optional on create, never malformed
+        author = actor if actor is not None else acting(agent, None, "off")  # optional on create, never malformed
         if isinstance(raw, dict):
             raw = {**raw, "status": "draft", "license": "CC0-1.0"}
             raw.pop("version", None)
@@ -184,7 +187,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 raise KnowmeshError(
                     409, "node_exists",
                     f"{document.id!r} already exists: improve that article with PATCH /v1/nodes/{document.id}/article",
-                    top_level={"canonical": self._canonical(document.id),
+                    top_level={"canonical": canonical_ref(document.id),
                                "next": {"edit_article": next_steps.edit_article(document.id, await tx.current_revision(document.id))}},
                 )
             duplicate = await tx.duplicate_of(prepared.signature_hash, prepared.quoted_values)
@@ -192,10 +195,11 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 raise KnowmeshError(
                     409, "duplicate_node",
                     f"the same error (normalized signature and quoted values) is already {duplicate!r}: improve that article",
-                    top_level={"canonical": self._canonical(duplicate),
+                    top_level={"canonical": canonical_ref(duplicate),
                                "next": {"edit_article": next_steps.edit_article(duplicate, await tx.current_revision(duplicate))}},
                 )
-            await tx.insert_nodes([prepared.new_node(kind="create", agent=agent, summary="Create node")])
+            await tx.insert_nodes([prepared.new_node(kind="create", summary="Create node", proof=author.proof,
+                                                     agent={"id": author.id, "model": author.model} if author.id else None)])
         similar = await similar_nodes(self.store, prepared.body)
         return {
             "id": document.id,
@@ -207,10 +211,6 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             "html_path": f"/nodes/{document.id}",
             "similar": similar,
         }
-
-    @staticmethod
-    def _canonical(node_id: str) -> dict[str, str]:
-        return {"id": node_id, "path": f"/v1/nodes/{node_id}", "html_path": f"/nodes/{node_id}"}
 
     # -- read --------------------------------------------------------------------------
 
@@ -241,6 +241,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         if found is None:
             raise not_found("node", node_id)
         row, stats, failure_count = found
+        await follow_redirect(self.store, node_id, row.status)
         failures = await self.store.failures_of(node_id) if failure_count else []
         body = article_view(
             document=row.document, version=row.version, status=row.status, revision=row.revision,
@@ -251,9 +252,15 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
                         fields: str | None = None, include: str | None = None) -> dict[str, Any]:
-        """The JSON read of a node (what MCP `read_article` returns before its size bound)."""
+        """The JSON read of a node (what MCP `read_article` returns before its size bound); a merged
+        node's read is its canonical node's, with `merged_from` (an agent has no 301 to follow)."""
         request = self.read_request(env=env, solution=solution, fields=fields, include=include)
-        return (await self.read_node(node_id, request)).body
+        try:
+            return (await self.read_node(node_id, request)).body
+        except KnowmeshError as error:
+            if error.status != 301:
+                raise
+            return {**(await self.read_node(error.top_level["canonical"]["id"], request)).body, "merged_from": node_id}
 
     async def read_markdown(self, node_id: str) -> str:
         """The Markdown article (the MCP resource)."""
@@ -387,8 +394,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         ranked = []
         for candidate in shown:
             row = rows.get(candidate.pk)
-            if row is None:
-                continue
+            if row is None or row.status == "deprecated":
+                continue  # deprecated (and merged) nodes stay readable but are never found
             result = search_result(
                 row_document=row.document, version=row.version, status=row.status, revision=row.revision,
                 solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,

@@ -25,6 +25,7 @@ from typing import Any
 import aiosqlite
 
 from .errors import DatabaseUnusable
+from .identity import agent_object
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -234,6 +235,7 @@ class NewNode:
     model: str | None
     summary: str
     changes_json: str
+    agent_proof: str = "claimed"  # identity.PROOFS
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ class Edit:
     changes_json: str
     undo_token_hash: str
     reverts_revision_id: str | None = None
+    agent_proof: str = "claimed"
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,7 @@ class RevisionRow:
     changes: list[dict[str, Any]]
     reverts_revision_id: str | None
     created_at: str
+    agent_proof: str = "claimed"
 
 
 # Every node write moves the node to the end of the change feed (the sync cursor's order).
@@ -282,15 +286,15 @@ NEXT_CHANGE_SEQ = "(SELECT coalesce(max(change_seq), 0) + 1 FROM nodes)"
 
 # Feedback as it travels between meshes: everything but the local id and the address hash.
 FEEDBACK_COLUMNS = ("node_id", "node_version", "solution_id", "solution_revision", "outcome", "cluster", "environment",
-                    "agent_id", "model", "reason", "note", "evidence_hash", "exit_code", "created_at")
+                    "agent_id", "model", "reason", "note", "evidence_hash", "exit_code", "created_at", "proof")
 
 REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model, summary,
-    changes, reverts_revision_id, created_at"""
+    changes, reverts_revision_id, created_at, agent_proof"""
 
 
 def _revision_row(row: Sequence[Any]) -> RevisionRow:
     return RevisionRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                       json.loads(row[9]), row[10], row[11])
+                       json.loads(row[9]), row[10], row[11], row[12])
 
 
 @dataclass(frozen=True)
@@ -324,7 +328,7 @@ REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVIS
 
 
 def _revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
-    return _revision_row(row[:12]), json.loads(row[12]), json.loads(row[13])
+    return _revision_row(row[:13]), json.loads(row[13]), json.loads(row[14])
 
 
 async def select_in(fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3.Row]]], sql: str,
@@ -401,10 +405,13 @@ class Writer:
         return int(cursor.lastrowid or 0)
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
-        """(solution id, revision, cluster, outcome, agent id, created_at) of every report on a node."""
+        """(solution id, revision, cluster, outcome, voter, created_at) of every report on a node. The
+        voter is the agent id, or None for a report that is no independent vote (anonymous, or
+        unproven on a server with auth on)."""
         return [tuple(row) for row in await self._all(  # type: ignore[misc]
-            """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at FROM feedback
-               WHERE node_id = ?""",
+            """SELECT solution_id, solution_revision, cluster, outcome,
+                      CASE WHEN proof = 'unproven' THEN NULL ELSE agent_id END, created_at
+               FROM feedback WHERE node_id = ?""",
             (node_id,),
         )]
 
@@ -459,22 +466,69 @@ class Writer:
         )
         return int(cursor.lastrowid or 0)
 
-    async def add_dedupe_vote(self, task_id: int, agent_id: str, vote: str, canonical_id: str | None) -> None:
-        """Raises sqlite3.IntegrityError when this agent already voted on the task."""
+    async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
+        """Raises sqlite3.IntegrityError when this agent (so proven) already voted on the task."""
         await self.connection.execute(
-            "INSERT INTO dedupe_votes (task_id, agent_id, vote, canonical_id, created_at) VALUES (?, ?, ?, ?, ?)",
-            (task_id, agent_id, vote, canonical_id, utc_now()),
+            """INSERT INTO dedupe_votes (task_id, agent_id, proof, vote, canonical_id, created_at)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            (task_id, agent_id, proof, vote, canonical_id, utc_now()),
         )
 
-    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None]]:
+    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
+        """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
         return [tuple(r) for r in await self._all(  # type: ignore[misc]
-            "SELECT agent_id, vote, canonical_id FROM dedupe_votes WHERE task_id = ? ORDER BY created_at, agent_id",
+            """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = ?
+               ORDER BY created_at, agent_id""",
             (task_id,),
         )]
+
+    async def dedupe_canonical(self, task_id: int) -> str | None:
+        """The node two `same` votes agreed to keep (set when the task was flagged)."""
+        rows = await self._all("SELECT canonical_id FROM dedupe_tasks WHERE id = ?", (task_id,))
+        return rows[0][0] if rows else None
 
     async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None:
         await self.connection.execute(
             "UPDATE dedupe_tasks SET status = ?, canonical_id = ? WHERE id = ?", (status, canonical_id, task_id)
+        )
+
+    async def set_node_status(self, node_id: str, status: str) -> None:
+        """A maintainer's status change; the node moves to the end of the change feed."""
+        await self.connection.execute(
+            f"UPDATE nodes SET status = ?, change_seq = {NEXT_CHANGE_SEQ} WHERE id = ?", (status, node_id)
+        )
+
+    async def insert_maintainer_action(self, action: str, target: str, detail: dict[str, Any], note: str | None,
+                                       maintainer_id: str, proof: str) -> int:
+        cursor = await self.connection.execute(
+            """INSERT INTO maintainer_actions (action, target, detail, note, maintainer_id, proof, created_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?)""",
+            (action, target, json.dumps(detail, ensure_ascii=False, sort_keys=True), note, maintainer_id, proof, utc_now()),
+        )
+        return int(cursor.lastrowid or 0)
+
+    async def insert_redirect(self, node_id: str, canonical_id: str, action_id: int) -> None:
+        """`node_id` now answers with `canonical_id`; nodes merged into `node_id` follow it there too."""
+        await self.connection.execute(
+            "INSERT INTO node_redirects (node_id, canonical_id, action_id, created_at) VALUES (?, ?, ?, ?)",
+            (node_id, canonical_id, action_id, utc_now()),
+        )
+        await self.connection.execute(
+            "UPDATE node_redirects SET canonical_id = ? WHERE canonical_id = ?", (canonical_id, node_id)
+        )
+
+    async def redirect(self, node_id: str) -> str | None:
+        rows = await self._all("SELECT canonical_id FROM node_redirects WHERE node_id = ?", (node_id,))
+        return rows[0][0] if rows else None
+
+    async def issue_status(self, number: int) -> str | None:
+        rows = await self._all("SELECT status FROM service_issues WHERE number = ?", (number,))
+        return rows[0][0] if rows else None
+
+    async def resolve_issue(self, number: int, status: str, resolution: dict[str, Any]) -> None:
+        await self.connection.execute(
+            "UPDATE service_issues SET status = ?, resolution = ? WHERE number = ?",
+            (status, json.dumps(resolution, ensure_ascii=False, sort_keys=True), number),
         )
 
     async def apply_edit(self, edit: Edit) -> str:
@@ -494,11 +548,9 @@ class Writer:
             (edit.version, edit.node_id, edit.document_json, json.dumps(edit.solution_revisions), now),
         )
         await self.connection.execute(
-            """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
-                   agent_id, model, summary, changes, reverts_revision_id, created_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (edit.revision_id, edit.node_id, edit.revision, edit.revision - 1, edit.kind, edit.version,
-             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now),
+             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now, edit.agent_proof),
         )
         await self.connection.execute(
             "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (?, ?)", (edit.revision_id, edit.undo_token_hash)
@@ -564,9 +616,9 @@ class Writer:
         )
         await self.connection.executemany(
             """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
-                   agent_id, model, summary, changes, created_at)
-               VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?, ?, ?)""",
-            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now)
+                   agent_id, model, summary, changes, created_at, agent_proof)
+               VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now, n.agent_proof)
              for n in nodes],
         )
         await self.connection.executemany(
@@ -620,6 +672,23 @@ class Writer:
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    # -- agent tokens ------------------------------------------------------------------------
+
+    async def add_token(self, token_hash: str, agent_id: str, role: str) -> None:
+        await self.connection.execute(
+            "INSERT INTO agent_tokens (token_hash, agent_id, role, created_at) VALUES (?, ?, ?, ?)",
+            (token_hash, agent_id, role, utc_now()),
+        )
+
+    async def revoke_tokens(self, agent_id: str) -> int:
+        cursor = await self.connection.execute(
+            "UPDATE agent_tokens SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (utc_now(), agent_id)
+        )
+        return cursor.rowcount
+
+    async def touch_token(self, token_hash: str, at: str) -> None:
+        await self.connection.execute("UPDATE agent_tokens SET last_used_at = ? WHERE token_hash = ?", (at, token_hash))
 
     # -- sync -------------------------------------------------------------------------------
 
@@ -712,9 +781,9 @@ class Writer:
             [(r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at) for r in revisions],
         )
         await self.connection.executemany(
-            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(r.revision_id, head.id, r.revision, r.parent_revision, r.kind, r.version, r.agent_id, r.model, r.summary,
-              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at)
+              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at, r.agent_proof)
              for r in (s.row for s in revisions)],
         )
         await self.connection.executemany(
@@ -799,6 +868,21 @@ class Store:
     async def get_meta(self, key: str) -> str | None:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = ?", (key,))
         return rows[0][0] if rows else None
+
+    async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
+        """(agent id, role, last used) of a live (unrevoked) token."""
+        rows = await self._fetchall(
+            "SELECT agent_id, role, last_used_at FROM agent_tokens WHERE token_hash = ? AND revoked_at IS NULL",
+            (token_hash,),
+        )
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    async def tokens(self) -> list[dict[str, Any]]:
+        """Every token's agent, role and dates (never the hash), oldest first."""
+        rows = await self._fetchall(
+            "SELECT agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens ORDER BY created_at, agent_id"
+        )
+        return [dict(zip(("agent_id", "role", "created_at", "last_used_at", "revoked_at"), row)) for row in rows]
 
     async def get_node(self, node_id: str) -> NodeRow | None:
         rows = await self._fetchall(
@@ -1029,23 +1113,39 @@ class Store:
 
     async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = await self._fetchall(
-            """SELECT number, title, body, details, agent_id, status, created_at FROM service_issues
+            """SELECT number, title, body, details, agent_id, status, created_at, resolution FROM service_issues
                WHERE (:number IS NULL OR number = :number) ORDER BY number DESC LIMIT :limit""",
             {"number": number, "limit": limit},  # type: ignore[arg-type]
         )
         return [{"number": r[0], "title": r[1], "body": r[2], **json.loads(r[3]), "agent": r[4], "status": r[5],
-                 "created_at": r[6]} for r in rows]
+                 "created_at": r[6], **({"resolution": json.loads(r[7])} if r[7] else {})} for r in rows]
+
+    async def redirect(self, node_id: str) -> str | None:
+        """The canonical node a merged node answers with, or None."""
+        rows = await self._fetchall("SELECT canonical_id FROM node_redirects WHERE node_id = ?", (node_id,))
+        return rows[0][0] if rows else None
+
+    async def maintainer_actions(self, target: str | None, after: int, limit: int) -> list[dict[str, Any]]:
+        """The audit log (optionally of one node or issue), oldest first, after action id `after`."""
+        rows = await self._fetchall(
+            """SELECT id, action, target, detail, note, maintainer_id, proof, created_at FROM maintainer_actions
+               WHERE (:target IS NULL OR target = :target) AND id > :after ORDER BY id LIMIT :limit""",
+            {"target": target, "after": after, "limit": limit},  # type: ignore[arg-type]
+        )
+        return [{"id": r[0], "action": r[1], "target": r[2], **json.loads(r[3]), "note": r[4],
+                 "maintainer": {"id": r[5], "proven": True}, "proof": r[6], "created_at": r[7]} for r in rows]
 
     async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
         """Every failed attempt on a node, visible and archived, oldest first."""
         rows = await self._fetchall(
-            """SELECT id, environment, cluster, summary, steps, reason, agent_id, model, created_at, archived_at, archived_by
+            """SELECT id, environment, cluster, summary, steps, reason, agent_id, model, created_at, archived_at, archived_by,
+                      proof
                FROM failures WHERE node_id = ? ORDER BY id""",
             (node_id,),
         )
         return [
             {"id": r[0], "environment": json.loads(r[1]), "cluster": r[2], "summary": r[3], "steps": json.loads(r[4]),
-             "reason": r[5], "agent": {"id": r[6], "model": r[7]} if r[6] else None, "created_at": r[8],
+             "reason": r[5], "agent": agent_object({"id": r[6], "model": r[7]}, r[11]), "created_at": r[8],
              "archived": r[9] is not None, "archived_at": r[9], "archived_by_revision": r[10]}
             for r in rows
         ]

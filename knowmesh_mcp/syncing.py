@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .articles import field_changes, rebase_changes
 from .errors import KnowmeshError, remote_error
+from .identity import PROOFS, Actor
 from .evidence import OUTCOMES, node_stats
 from .model import STATUSES, InvalidNode, canonical_json, validate_node
 from .outcomes import archive_answered_failures, current_revisions, node_answers
@@ -70,13 +71,14 @@ class Syncing:
     store: Store
 
     async def sync_from(self, url: str, *, progress: Progress | None = None, remote: RemoteMesh | None = None,
-                        page_size: int = PAGE_SIZE) -> SyncReport:
-        """Pull every change since this remote's saved cursor; the cursor is saved after each page."""
+                        page_size: int = PAGE_SIZE, token: str | None = None) -> SyncReport:
+        """Pull every change since this remote's saved cursor; the cursor is saved after each page.
+        `token` (else KNOWMESH_TOKEN) is sent as the bearer, for a team's mesh that wants one."""
         from .remote import RemoteMesh
 
         base_url = url.rstrip("/")
         owned = remote is None
-        mesh = remote or RemoteMesh(base_url)
+        mesh = remote or RemoteMesh(base_url, token=token)
         report = SyncReport(remote=base_url)
         cursor = await self.store.sync_cursor(base_url)
         done, total = 0, 0
@@ -229,7 +231,8 @@ class Syncing:
             "both_changed": json.dumps(both),
         })
         author = local_only[-1][0]
-        agent = {"id": author.agent_id or await self.local_agent_id(), **({"model": author.model} if author.model else {})}
+        agent = (Actor(author.agent_id, author.agent_proof, author.model) if author.agent_id
+                 else Actor(await self.local_agent_id(), "local", author.model))
         return {"conflict_id": conflict_id, "merged": merged, "both_changed": both, "agent": agent}
 
     async def _keep_local_edit(self, tx: Writer, moved: dict[str, Any], node_id: str, remote_document: dict[str, Any],
@@ -285,6 +288,7 @@ def _synced_revision(node_id: str, item: Any) -> SyncedRevision:
         kind=kind, version=prepared.version, agent_id=agent.get("id"), model=agent.get("model"),
         summary=str(item.get("summary") or ""), changes=item.get("changes") or [],
         reverts_revision_id=item.get("reverts_revision_id"), created_at=item["created_at"],
+        agent_proof=item["agent_proof"] if item.get("agent_proof") in PROOFS else "claimed",  # the team's mark
     )
     return SyncedRevision(row=row, document_json=prepared.body_json,
                           solution_revisions={k: solutions[k] for k in hashes},
@@ -314,6 +318,7 @@ def _feedback_row(node_id: str, item: Any) -> dict[str, Any]:
         "environment": canonical_json(item["environment"]), "agent_id": text("agent_id"), "model": text("model"),
         "reason": text("reason"), "note": text("note"), "evidence_hash": text("evidence_hash"), "exit_code": exit_code,
         "created_at": text("created_at", required=True),
+        "proof": item["proof"] if item.get("proof") in PROOFS else "claimed",  # the team's mark, kept
     }
 
 
@@ -324,4 +329,4 @@ def _short_text(value: Any) -> bool:
 def _row_dict(row: RevisionRow) -> dict[str, Any]:
     return {"revision_id": row.revision_id, "revision": row.revision, "kind": row.kind, "version": row.version,
             "agent_id": row.agent_id, "model": row.model, "summary": row.summary, "changes": row.changes,
-            "created_at": row.created_at}
+            "created_at": row.created_at, "agent_proof": row.agent_proof}

@@ -62,7 +62,8 @@ CREATE TABLE article_revisions (
     summary             TEXT NOT NULL,
     changes             TEXT NOT NULL,  -- JSON list of field-level changes against the parent
     reverts_revision_id TEXT REFERENCES article_revisions (revision_id),
-    created_at          TEXT NOT NULL,
+    created_at          TEXT NOT NULL, agent_proof TEXT NOT NULL DEFAULT 'claimed'
+    CHECK (agent_proof IN ('token', 'local', 'claimed', 'unproven')),
     UNIQUE (node_id, revision)
 );
 
@@ -135,12 +136,10 @@ CREATE TABLE feedback (
     evidence_hash     TEXT,           -- SHA-256 of the canonical evidence object
     exit_code         INTEGER,
     created_at        TEXT NOT NULL
-);
+, proof TEXT NOT NULL DEFAULT 'claimed'
+    CHECK (proof IN ('token', 'local', 'claimed', 'unproven')));
 
 CREATE INDEX feedback_by_node ON feedback (node_id, solution_id, solution_revision, cluster, created_at);
-
-CREATE UNIQUE INDEX feedback_once_per_agent
-    ON feedback (agent_id, node_id, solution_id, solution_revision, cluster) WHERE agent_id IS NOT NULL;
 
 CREATE TRIGGER feedback_immutable BEFORE UPDATE ON feedback
 BEGIN SELECT RAISE(ABORT, 'feedback rows are immutable'); END;
@@ -177,7 +176,8 @@ CREATE TABLE failures (
     created_at   TEXT NOT NULL,
     archived_at  TEXT,
     archived_by  TEXT REFERENCES article_revisions (revision_id)
-);
+, proof TEXT NOT NULL DEFAULT 'claimed'
+    CHECK (proof IN ('token', 'local', 'claimed', 'unproven')));
 
 CREATE INDEX failures_by_node ON failures (node_id, archived_at);
 
@@ -200,18 +200,6 @@ CREATE TABLE dedupe_tasks (
     UNIQUE (node_id, candidate_id)
 );
 
-CREATE TABLE dedupe_votes (
-    task_id      INTEGER NOT NULL REFERENCES dedupe_tasks (id),
-    agent_id     TEXT NOT NULL,
-    vote         TEXT NOT NULL CHECK (vote IN ('same', 'different')),
-    canonical_id TEXT,
-    created_at   TEXT NOT NULL,
-    PRIMARY KEY (task_id, agent_id)
-);
-
-CREATE UNIQUE INDEX feedback_once_per_address
-    ON feedback (ip_hash, node_id, solution_id, solution_revision, cluster) WHERE agent_id IS NULL AND ip_hash IS NOT NULL;
-
 CREATE TABLE service_issues (
     number      INTEGER PRIMARY KEY,
     title       TEXT NOT NULL,
@@ -222,7 +210,8 @@ CREATE TABLE service_issues (
     ip_hash     TEXT,
     status      TEXT NOT NULL CHECK (status IN ('open', 'closed', 'discarded')),
     created_at  TEXT NOT NULL
-);
+, proof TEXT NOT NULL DEFAULT 'claimed'
+    CHECK (proof IN ('token', 'local', 'claimed', 'unproven')), resolution TEXT);
 
 CREATE TABLE sync_state (
     remote    TEXT PRIMARY KEY,  -- the remote's base URL
@@ -267,3 +256,63 @@ CREATE VIRTUAL TABLE node_grams USING fts5 (
 CREATE VIRTUAL TABLE gram_terms USING fts5vocab (node_grams, 'row');
 
 CREATE INDEX node_signatures_by_kind ON node_signatures (hash, specific);
+
+CREATE TABLE agent_tokens (
+    token_hash   TEXT PRIMARY KEY,  -- hex SHA-256 of the token; the token itself is never stored
+    agent_id     TEXT NOT NULL,
+    role         TEXT NOT NULL CHECK (role IN ('agent', 'maintainer')),
+    created_at   TEXT NOT NULL,
+    last_used_at TEXT,
+    revoked_at   TEXT
+);
+
+CREATE INDEX agent_tokens_by_agent ON agent_tokens (agent_id);
+
+CREATE UNIQUE INDEX feedback_once_per_agent
+    ON feedback (agent_id, node_id, solution_id, solution_revision, cluster)
+    WHERE agent_id IS NOT NULL AND proof <> 'unproven';
+
+CREATE UNIQUE INDEX feedback_once_per_address
+    ON feedback (ip_hash, coalesce(agent_id, ''), node_id, solution_id, solution_revision, cluster)
+    WHERE (agent_id IS NULL OR proof = 'unproven') AND ip_hash IS NOT NULL;
+
+CREATE TABLE "dedupe_votes" (
+    task_id      INTEGER NOT NULL REFERENCES dedupe_tasks (id),
+    agent_id     TEXT NOT NULL,
+    proof        TEXT NOT NULL DEFAULT 'claimed' CHECK (proof IN ('token', 'local', 'claimed', 'unproven')),
+    vote         TEXT NOT NULL CHECK (vote IN ('same', 'different')),
+    canonical_id TEXT,
+    created_at   TEXT NOT NULL,
+    PRIMARY KEY (task_id, agent_id, proof)
+);
+
+CREATE TABLE maintainer_actions (
+    id            INTEGER PRIMARY KEY,
+    action        TEXT NOT NULL CHECK (action IN ('set_status', 'merge', 'close_issue', 'discard_issue')),
+    target        TEXT NOT NULL,  -- a node id, or an issue number as text
+    detail        TEXT NOT NULL,  -- JSON: {from, to} for a status, {canonical, task_id} for a merge
+    note          TEXT,
+    maintainer_id TEXT NOT NULL,
+    proof         TEXT NOT NULL CHECK (proof IN ('token', 'local')),
+    created_at    TEXT NOT NULL
+);
+
+CREATE INDEX maintainer_actions_by_target ON maintainer_actions (target, id);
+
+CREATE TRIGGER maintainer_actions_append_only BEFORE UPDATE ON maintainer_actions
+BEGIN
+    SELECT RAISE(ABORT, 'maintainer actions are an audit log: append only');
+END;
+
+CREATE TRIGGER maintainer_actions_never_deleted BEFORE DELETE ON maintainer_actions
+BEGIN
+    SELECT RAISE(ABORT, 'maintainer actions are an audit log: append only');
+END;
+
+CREATE TABLE node_redirects (
+    node_id      TEXT PRIMARY KEY REFERENCES nodes (id),
+    canonical_id TEXT NOT NULL REFERENCES nodes (id),
+    action_id    INTEGER NOT NULL REFERENCES maintainer_actions (id),
+    created_at   TEXT NOT NULL,
+    CHECK (node_id <> canonical_id)
+);

@@ -85,7 +85,7 @@ async def test_revision_list_records_author_summary_hash_and_changes(node: Servi
     first, second = history["revisions"]
     assert (first["revision"], first["kind"], first["parent_revision"]) == (1, "create", None)
     assert (second["revision"], second["kind"], second["parent_revision"]) == (2, "edit", 1)
-    assert second["agent"] == AGENT and second["summary"] == "Name the shell setup"
+    assert second["agent"] == {**AGENT, "proven": False} and second["summary"] == "Name the shell setup"
     assert second["content_hash"] == edited["version"] and second["revision_id"] == edited["revision_id"]
     assert second["changes"] == [{"op": "set", "path": "/content/context", "old": "python 3.12, pip, a virtualenv "
                                   "created but not used by the interpreter.", "new": "macOS 15, pip, pyenv."}]

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -186,47 +187,81 @@ async def test_the_http_entries_reach_mcp(base_url, name):
 
 
 # -- the agent loop -------------------------------------------------------------------------
+#
+# The loop runs the verify command twice: before the fix (the baseline, which must fail) and after
+# the user says the fix is applied. Only the second run is reported; a node's verify command here
+# is `test -f <marker>`, and "applying the fix" is creating the marker while the script waits.
 
-async def loop(base_url: str, *args: str) -> subprocess.CompletedProcess:
+async def loop(base_url: str, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
     """agent_loop.py as a subprocess, without blocking the event loop that serves base_url. A new
-    session has no controlling terminal, so nothing can wait on a question."""
+    session has no controlling terminal, so nothing can wait on a question; `input` is its stdin
+    (all of it, written at once: too early to apply a fix between the two verify runs), else /dev/null."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")}
     with anyio.fail_after(60):
         result = await anyio.run_process([sys.executable, str(AGENT_LOOP), "--url", base_url, *args], check=False,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+                                         input=input or None, stdin=None if input else subprocess.DEVNULL,
+                                         start_new_session=True, env=env)
     result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
     return result
 
 
-def at_terminal(command: list[str], answer: bytes) -> tuple[int, str]:
-    """Run `command` with a pseudo-terminal as stdin and stdout; type `answer` when it asks [y/N]."""
-    import pty
+Answer = Callable[[str], bytes]
 
+
+def yes(output: str) -> bytes:
+    return b"y"
+
+
+def no(output: str) -> bytes:
+    return b"n"
+
+
+def converse(command: list[str], *answers: Answer, terminal: bool) -> tuple[int, str]:
+    """Run `command` with a pseudo-terminal (terminal=True) or pipes as stdin and stdout. Each time it
+    asks a [y/N] question, call the next answer with the output so far (it may act first, e.g. apply
+    the fix) and type what it returns, with a newline; an empty line (no) once they run out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")}
-    master, slave = pty.openpty()
+    if terminal:
+        import pty
+
+        master, slave = pty.openpty()
+        try:
+            process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+        finally:
+            os.close(slave)
+        read_from = write_to = master
+    else:
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env=env, start_new_session=True)
+        assert process.stdin and process.stdout
+        read_from, write_to = process.stdout.fileno(), process.stdin.fileno()
+    output, asked = b"", 0
     try:
-        process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
-    finally:
-        os.close(slave)
-    output, answered = b"", False
-    try:
-        while select.select([master], [], [], 30)[0]:
+        while select.select([read_from], [], [], 30)[0]:
             try:
-                chunk = os.read(master, 4096)
+                chunk = os.read(read_from, 4096)
             except OSError:  # EIO: the child closed the terminal
                 break
             if not chunk:
                 break
             output += chunk
-            if not answered and b"[y/N]" in output:
-                os.write(master, answer + b"\n")
-                answered = True
+            while output.count(b"[y/N]") > asked:
+                typed = answers[asked](output.decode()) if asked < len(answers) else b""
+                asked += 1
+                os.write(write_to, typed + b"\n")
         return process.wait(timeout=30), output.decode()
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        os.close(master)
+        if terminal:
+            os.close(master)
+        else:
+            for pipe in (process.stdin, process.stdout):
+                try:
+                    pipe.close()
+                except OSError:  # the child is gone: a broken pipe on the last flush
+                    pass
 
 
 def node_with_verify(make_doc, node_id: str, error: str, command: str, marker: Path | None = None) -> dict[str, Any]:
@@ -241,6 +276,13 @@ def node_with_verify(make_doc, node_id: str, error: str, command: str, marker: P
     return document
 
 
+def fixable(make_doc, tmp_path: Path, node_id: str) -> tuple[dict[str, Any], Path]:
+    """A node whose verify command fails until its fix step (creating a marker file) is applied."""
+    marker = tmp_path / f"{node_id.replace('/', '-')}-fixed"
+    return node_with_verify(make_doc, node_id, "KnowmeshLoopError: the widget frobnicator stalled",
+                            f"test -f {shlex.quote(str(marker))}", marker), marker
+
+
 async def feedback_rows(service, node_id: str) -> list[dict[str, Any]]:
     async with service.store.write() as tx, tx.connection.execute(
         "SELECT outcome, agent_id, node_version, solution_revision, cluster, exit_code, reason FROM feedback "
@@ -250,59 +292,122 @@ async def feedback_rows(service, node_id: str) -> list[dict[str, Any]]:
         return [dict(zip(names, row)) for row in await cursor.fetchall()]
 
 
-async def test_agent_loop_reports_solved_and_failed(service, base_url, make_doc, tmp_path):
-    marker = tmp_path / "fix-step-ran"
-    passing = node_with_verify(make_doc, "python/loop-passes", "KnowmeshLoopError: the widget frobnicator stalled", "exit 0",
-                               marker)
-    failing = node_with_verify(make_doc, "python/loop-fails", "GizmoSprocketTimeout: no answer from the sprocket", "exit 3")
-    created = await service.create_node(passing)
-    await service.create_node(failing)
+async def test_agent_loop_reports_solved_only_once_the_applied_fix_makes_verify_pass(service, base_url, make_doc, tmp_path):
+    document, marker = fixable(make_doc, tmp_path, "python/loop-fixed")
+    created = await service.create_node(document)
+    command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--yes",
+               "--applied-on-stdin", "--agent-id", "a1", document["signature"]["error"]]
+    at_the_question: dict[str, Any] = {}
 
-    solved = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--agent-id", "a1", passing["signature"]["error"])
-    assert solved.returncode == 0, solved.stderr
-    assert f"1. touch {marker}" in solved.stdout and not marker.exists(), "fix steps are shown, never run"
-    assert "$ exit 0" in solved.stdout and "Reported solved" in solved.stdout
-    assert await feedback_rows(service, passing["id"]) == [{
+    def apply_fix(output: str) -> bytes:  # in the converse thread, while the script waits on stdin
+        at_the_question.update(output=output, marker=marker.exists(),
+                               reports=anyio.from_thread.run(feedback_rows, service, document["id"]))
+        marker.touch()
+        return b"y"
+
+    status, output = await anyio.to_thread.run_sync(lambda: converse(command, apply_fix, terminal=False))
+    assert status == 0, output
+    assert at_the_question["marker"] is False, "fix steps are shown, never run"
+    assert at_the_question["reports"] == [], "nothing is reported before the fix is applied"
+    before = at_the_question["output"]
+    assert f"1. touch {marker}" in before and f"$ test -f {marker}" in before
+    assert "Baseline: exit code 1, the problem is present" in before and before.rstrip().endswith("[y/N]")
+    after = output[len(before):]
+    assert f"$ test -f {marker}" in after and "exit code 0 (baseline 1): solved" in after and "Reported solved" in after
+    assert await feedback_rows(service, document["id"]) == [{
         "outcome": "solved", "agent_id": "a1", "node_version": created["version"], "solution_revision": 1,
         "cluster": "linux|python-3|", "exit_code": 0, "reason": None,
     }]
-    read = (await service.read_node(passing["id"], service.read_request(env="linux,python-3.12"))).body
+    read = (await service.read_node(document["id"], service.read_request(env="linux,python-3.12"))).body
     assert read["stats"]["sample_size"] == 1
 
-    failed = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--agent-id", "a1", failing["signature"]["error"])
+
+async def test_agent_loop_reports_failed_when_verify_still_fails_after_the_fix(service, base_url, make_doc, tmp_path):
+    document, marker = fixable(make_doc, tmp_path, "python/loop-not-fixed")
+    await service.create_node(document)
+
+    failed = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--applied-on-stdin", "--agent-id", "a1",
+                        document["signature"]["error"], input=b"y\n")  # "applied", but the marker never appears
     assert failed.returncode == 0, failed.stderr
-    assert "exit code 3: failed" in failed.stdout and "Reported failed" in failed.stdout
-    (row,) = await feedback_rows(service, failing["id"])
-    assert (row["outcome"], row["agent_id"], row["exit_code"]) == ("failed", "a1", 3)
-    assert "exited with 3" in row["reason"]
+    assert not marker.exists() and failed.stdout.count(f"$ test -f {marker}") == 2
+    assert "exit code 1 (baseline 1): failed" in failed.stdout and "Reported failed" in failed.stdout
+    (row,) = await feedback_rows(service, document["id"])
+    assert (row["outcome"], row["agent_id"], row["exit_code"]) == ("failed", "a1", 1)
+    assert "still exited with 1" in row["reason"] and "before the fix (baseline) it exited with 1" in row["reason"]
 
 
-async def test_agent_loop_sends_nothing_without_consent_or_in_a_dry_run(service, base_url, make_doc):
-    document = node_with_verify(make_doc, "python/loop-dry", "KnowmeshLoopError: the widget frobnicator stalled", "exit 0")
+async def test_agent_loop_reports_nothing_when_the_baseline_already_passes(service, base_url, make_doc):
+    document = node_with_verify(make_doc, "python/loop-passes", "KnowmeshLoopError: the widget frobnicator stalled", "exit 0")
+    await service.create_node(document)
+
+    for extra in (["--applied-on-stdin"], []):
+        passed = await loop(base_url, "--env", "linux,python-3.12", "--yes", *extra, "--agent-id", "a1",
+                            document["signature"]["error"], input=b"y\n")
+        assert passed.returncode == 0, passed.stderr
+        assert passed.stdout.count("$ exit 0") == 1 and "Fix applied?" not in passed.stdout
+        assert "already passes before any fix (exit code 0): the problem is not present on this machine" in passed.stdout
+        assert "nothing reported" in passed.stdout and "Reported" not in passed.stdout
+    assert await feedback_rows(service, document["id"]) == []
+
+
+async def test_agent_loop_reports_nothing_when_the_fix_is_not_confirmed(service, base_url, make_doc, tmp_path):
+    document, marker = fixable(make_doc, tmp_path, "python/loop-declined")
     await service.create_node(document)
     error = document["signature"]["error"]
 
-    dry = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--dry-run", "--agent-id", "a1", error)
-    assert dry.returncode == 0, dry.stderr
-    assert "Dry run" in dry.stdout and '"outcome": "solved"' in dry.stdout
+    for extra, stdin, said in ((["--applied-on-stdin"], b"n\n", "Fix not confirmed"),
+                               (["--applied-on-stdin"], b"", "Fix not confirmed"),  # the end of input
+                               ([], b"y\n", "No terminal to confirm the fix on")):  # stdin is not asked without the flag
+        declined = await loop(base_url, "--env", "linux,python-3.12", "--yes", *extra, "--agent-id", "a1", error, input=stdin)
+        assert declined.returncode == 0, declined.stderr
+        assert declined.stdout.count(f"$ test -f {marker}") == 1, "the baseline only"
+        assert said in declined.stdout and "nothing reported" in declined.stdout and "Reported" not in declined.stdout
+    assert await feedback_rows(service, document["id"]) == []
+
+
+async def test_agent_loop_sends_nothing_without_consent_or_in_a_dry_run(service, base_url, make_doc, tmp_path):
+    document, marker = fixable(make_doc, tmp_path, "python/loop-dry")
+    await service.create_node(document)
+    error = document["signature"]["error"]
+    command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--yes", "--dry-run",
+               "--applied-on-stdin", "--agent-id", "a1", error]
+
+    def apply_fix(output: str) -> bytes:
+        marker.touch()
+        return b"y"
+
+    status, output = await anyio.to_thread.run_sync(lambda: converse(command, apply_fix, terminal=False))
+    assert status == 0, output
+    assert "Dry run" in output and '"outcome": "solved"' in output and "baseline" in output
+    marker.unlink()
     unasked = await loop(base_url, "--env", "linux,python-3.12", "--agent-id", "a1", error)  # no --yes, no terminal
     assert unasked.returncode == 0, unasked.stderr
-    assert "$ exit 0" not in unasked.stdout and "nothing reported" in unasked.stdout
+    assert "$ test -f" not in unasked.stdout and "nothing reported" in unasked.stdout
     assert await feedback_rows(service, document["id"]) == []
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
-async def test_agent_loop_runs_verify_only_after_a_y_at_the_terminal(service, base_url, make_doc):
-    document = node_with_verify(make_doc, "python/loop-asks", "KnowmeshLoopError: the widget frobnicator stalled", "exit 0")
+async def test_agent_loop_asks_at_the_terminal_before_verify_and_after_the_fix(service, base_url, make_doc, tmp_path):
+    document, marker = fixable(make_doc, tmp_path, "python/loop-asks")
     await service.create_node(document)
     command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--agent-id", "a1",
                document["signature"]["error"]]
 
-    status, output = await anyio.to_thread.run_sync(at_terminal, command, b"n")
-    assert status == 0 and "[y/N] n" in output and "$ exit 0" not in output and "nothing reported" in output
+    def at_terminal(*answers: Answer) -> tuple[int, str]:
+        return converse(command, *answers, terminal=True)
+
+    status, output = await anyio.to_thread.run_sync(at_terminal, no)  # declines to run verify
+    assert status == 0 and "[y/N] n" in output and "$ test -f" not in output and "nothing reported" in output
+    status, output = await anyio.to_thread.run_sync(at_terminal, yes, no)  # runs the baseline, declines the fix
+    assert status == 0 and output.count("$ test -f") == 1 and "Fix not confirmed" in output, output
     assert await feedback_rows(service, document["id"]) == []
-    status, output = await anyio.to_thread.run_sync(at_terminal, command, b"y")
-    assert status == 0 and "$ exit 0" in output and "Reported solved" in output, output
+
+    def apply_fix(output: str) -> bytes:
+        marker.touch()
+        return b"y"
+
+    status, output = await anyio.to_thread.run_sync(at_terminal, yes, apply_fix)
+    assert status == 0 and output.count("$ test -f") == 2 and "Reported solved" in output, output
     assert [row["outcome"] for row in await feedback_rows(service, document["id"])] == ["solved"]
 
 
@@ -313,8 +418,11 @@ async def test_agent_loop_guides_when_nothing_matches_and_fails_on_http_errors(s
 
     document = node_with_verify(make_doc, "python/loop-anonymous", "GizmoSprocketTimeout: no answer from the sprocket", "exit 3")
     await service.create_node(document)
-    anonymous = await loop(base_url, "--env", "linux", "--yes", document["signature"]["error"])  # failed needs agent.id
+    anonymous = await loop(base_url, "--env", "linux", "--yes", "--applied-on-stdin", document["signature"]["error"],
+                           input=b"y\n")  # failed needs agent.id
     assert anonymous.returncode == 1
     assert "HTTP 400 invalid_feedback" in anonymous.stderr and "agent.id" in anonymous.stderr
     unreachable = await loop("http://127.0.0.1:9", "anything")
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
+    both_on_stdin = await loop(base_url, "--applied-on-stdin", "-", input=b"an error")
+    assert both_on_stdin.returncode == 2 and "give the error text as an argument" in both_on_stdin.stderr

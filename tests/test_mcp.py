@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -70,10 +71,14 @@ async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp
     assert history["revisions"][0]["agent"]["id"] == "agent-from-env"
 
 
-async def test_local_agent_id_is_made_once_per_database(service, monkeypatch):
+async def test_the_local_agent_is_the_os_user_unless_knowmesh_agent_id_names_one(service, monkeypatch):
     monkeypatch.delenv("KNOWMESH_AGENT_ID", raising=False)
     made = await service.local_agent_id()
-    assert made.startswith("local-") and await service.local_agent_id() == made
+    assert made == getpass.getuser() and await service.local_agent_id() == made
+    local = await service.local_actor(None)
+    assert (local.id, local.proof, local.proven) == (made, "local", True)
+    named = await service.local_actor({"id": "agent-b"})
+    assert (named.id, named.proof) == ("agent-b", "claimed")
     remote = RemoteMesh("http://127.0.0.1:9")
     try:
         assert (await remote.local_agent_id()).startswith("local-") and await remote.local_agent_id() != made
