@@ -78,8 +78,10 @@ def clean(text):
 
 def call(method, url, body=None):
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={
-        "accept": "application/json", "content-type": "application/json", "user-agent": "knowmesh-agent-loop/1"})
+    headers = {"accept": "application/json", "content-type": "application/json", "user-agent": "knowmesh-agent-loop/1"}
+    if os.environ.get("KNOWMESH_TOKEN"):  # a team's mesh proves who reports by this token
+        headers["authorization"] = "Bearer " + os.environ["KNOWMESH_TOKEN"]
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.load(response)

@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID")
     token_revoke.add_argument("agent_id", metavar="AGENT_ID")
 
+    doctor = commands.add_parser("doctor", parents=[common], help="check the database and say what a user needs to know")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+
     admin = commands.add_parser("admin", parents=[common],
                                 help="maintainer actions, on the local database (or --remote URL with a maintainer token)")
     admin.add_argument("--remote", metavar="URL", help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)")
@@ -271,17 +274,40 @@ async def _token(args: argparse.Namespace) -> int:
             elif not listed:
                 print("no tokens: add one with `knowmesh-mcp token add AGENT_ID`")
             else:
-                print(f"{'AGENT':<32}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
+                width = max(len("AGENT"), *(len(row["agent_id"]) for row in listed))
+                print(f"{'AGENT':<{width}}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
                 for row in listed:
                     state = "revoked" if row["revoked_at"] else "live"
-                    print(f"{row['agent_id']:<32}  {row['role']:<10}  {row['created_at']:<20}  "
-                          f"{row['last_used_at'] or 'never':<20}  {state}")
+                    print(f"{row['agent_id']:<{width}}  {row['role']:<10}  {minute(row['created_at']):<20}  "
+                          f"{minute(row['last_used_at']):<20}  {state}")
         else:
             revoked = await service.revoke_tokens(args.agent_id)
             print(f"revoked {revoked} token(s) of {args.agent_id}")
     finally:
         await service.close()
     return 0
+
+
+def minute(timestamp: str | None) -> str:
+    """A stored UTC timestamp as people read it: 2026-12-01 11:44 UTC."""
+    return f"{timestamp[:10]} {timestamp[11:16]} UTC" if timestamp else "never"
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    """Exit 0 when healthy, 1 with the reasons when not (also when there is no database yet)."""
+    from .health import health_lines
+
+    path = database_path(args)
+    if path != ":memory:" and not Path(path).exists():
+        print(f"knowmesh-mcp: no database at {path} (any command creates it; or pass --db)", file=sys.stderr)
+        return 1
+    service = await _open(args)
+    try:
+        report = await service.health()
+    finally:
+        await service.close()
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else "\n".join(health_lines(report)))
+    return 0 if report["ok"] else 1
 
 
 async def _admin(args: argparse.Namespace) -> int:
@@ -412,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
         runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync,
-                                  "token": _token, "admin": _admin}
+                                  "token": _token, "admin": _admin, "doctor": _doctor}
         return asyncio.run(runner[args.command](args))
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)

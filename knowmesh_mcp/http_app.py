@@ -449,6 +449,9 @@ def build_app(
                                           limit=body.get("limit"))
         return JSONResponse(envelope, headers=TRUST_HEADER)
 
+    async def health(request: Request) -> Response:
+        return JSONResponse(await current().health(auth=auth))
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -478,6 +481,7 @@ def build_app(
     routes: list[Any] = [
         Route("/llms.txt", llms, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/health", health, methods=["GET"]),
         Route("/v1/search", by_method(GET=search, POST=search_post), methods=["GET", "POST"]),
         Route("/v1/issues", issues_post, methods=["POST"]),
         Route("/issues", issues_index, methods=["GET"]),

@@ -187,6 +187,8 @@ OPERATIONS: tuple[Operation, ...] = (
               params=(Param("number", "The issue number", "path", integer=True),), errors=(400, 404)),
     Operation("GET", "/llms.txt", "How an agent uses this mesh, in one page", media=MARKDOWN, errors=()),
     Operation("GET", "/v1/openapi.json", "This document", errors=()),
+    Operation("GET", "/v1/health", "Database, schema, node count, index version, auth mode, tokens, syncs; ok or the problems",
+              results.HealthReport, errors=()),
     Operation("GET", "/v1/docs/{name}", "A protocol document as Markdown, e.g. protocol.md", media=MARKDOWN,
               params=(Param("name", "protocol.md, schema.md, trust.md, mcp.md, ...", "path", example="protocol.md"),), errors=(404,)),
     Operation("GET", "/nodes", "HTML index and search of the nodes", media=HTML,

@@ -126,7 +126,9 @@ class OutcomeReporting:
             after = await self._stats_rows(tx, node_id, current)
             await tx.replace_stats(node_id, after)
         old = before.get(key)
-        now_row = next(r for r in after if _stats_key(r) == key)
+        # An unproven report is no evidence: its answer may have no stats row at all.
+        now_row = next((r for r in after if _stats_key(r) == key), None) or StatsRow(
+            solution_id, revision, cluster, 0.0, 0.0, 0, 0.0, "ok", "draft", 0, 0, None)
         body: dict[str, Any] = {
             "ok": True, "accepted": True, "id": report_id, "node": node_id, "solution": solution_id,
             "revision": revision, "outcome": outcome, "cluster": cluster,

@@ -620,3 +620,18 @@ class AuditLog(Result):
 class DedupeQueue(Result):
     tasks: list[dict[str, Any]] = Field(description="Pairs with their votes so far")
     trust: Trust = Field(description=TRUST)
+
+
+class HealthReport(Result):
+    """What a user needs to know about a mesh; `ok` false names each problem."""
+
+    ok: bool = Field(description="False: see problems")
+    problems: list[str] = Field(description="One reason per problem, with what to do")
+    database: str = Field(description="The database path")
+    schema_version: int = Field(description="The last migration applied")
+    latest_schema_version: int = Field(description="The last migration this code has")
+    nodes: int = Field(description="Nodes stored")
+    search_index_version: str | None = Field(description="The analyser version the search index was built with")
+    auth: Literal["off", "optional", "required"] | None = Field(description="The serving auth mode (null: not serving)")
+    tokens: dict[str, int] = Field(description="Live tokens per role: agent, maintainer")
+    syncs: list[dict[str, str]] = Field(description="Each remote synced from (remote, synced_at)")

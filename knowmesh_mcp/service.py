@@ -22,6 +22,7 @@ from typing import Any
 
 from . import next_steps
 from .access import AgentTokens
+from .health import Health
 from .maintaining import Maintaining, canonical_ref, follow_redirect
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
@@ -124,7 +125,7 @@ class ImportReport:
 
 
 class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues, Syncing, AgentTokens,
-              Maintaining):
+              Maintaining, Health):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):

@@ -405,13 +405,13 @@ class Writer:
         return int(cursor.lastrowid or 0)
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
-        """(solution id, revision, cluster, outcome, voter, created_at) of every report on a node. The
-        voter is the agent id, or None for a report that is no independent vote (anonymous, or
-        unproven on a server with auth on)."""
+        """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are
+        evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven
+        reports (no token, on a server with auth on) are left out: kept and listed, they move no
+        state at all, or one forged `solved` could show a known_failed answer again."""
         return [tuple(row) for row in await self._all(  # type: ignore[misc]
-            """SELECT solution_id, solution_revision, cluster, outcome,
-                      CASE WHEN proof = 'unproven' THEN NULL ELSE agent_id END, created_at
-               FROM feedback WHERE node_id = ?""",
+            """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
+               FROM feedback WHERE node_id = ? AND proof <> 'unproven'""",
             (node_id,),
         )]
 
@@ -1269,6 +1269,21 @@ class Store:
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")
         return int(rows[0][0])
+
+    async def health_facts(self) -> dict[str, Any]:
+        """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity."""
+        (schema,), = await self._fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
+        (nodes, indexed), = await self._fetchall("SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM node_index)")
+        tokens = dict(await self._fetchall(
+            "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"))  # type: ignore[arg-type]
+        syncs = await self._fetchall("SELECT remote, synced_at FROM sync_state ORDER BY remote")
+        (integrity,), = await self._fetchall("PRAGMA quick_check(1)")
+        meta = dict(await self._fetchall(
+            "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))  # type: ignore[arg-type]
+        return {"schema_version": int(schema), "nodes": int(nodes), "indexed_nodes": int(indexed),
+                "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
+                "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs], "integrity": integrity,
+                "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to (cached until the next write)."""
