@@ -95,6 +95,16 @@ async def json_object(request: Request) -> dict[str, Any]:
     return payload
 
 
+def moved_location(request: Request, merged: str, canonical: str) -> str:
+    """The request's URL with the node id after its route prefix swapped (ids may hold `nodes`)."""
+    path = request.url.path
+    for prefix in ("/v1/nodes/", "/nodes/"):
+        if path.startswith(prefix + merged):
+            path = prefix + canonical + path[len(prefix + merged):]
+            break
+    return path + (f"?{request.url.query}" if request.url.query else "")
+
+
 def agent_field(payload: Any) -> Any:
     """The `agent` object a write body names (its shape is checked by `identity.claimed`)."""
     return payload.get("agent") if isinstance(payload, dict) else None
@@ -334,7 +344,7 @@ def build_app(
         bearer is the agent's own token (a mesh with auth on)."""
         writable()
         payload = await json_object(request)
-        actor = actor_of(request, payload.get("agent"), auth, bearer_may_be_other=True)
+        actor = actor_of(request, payload.get("agent"), auth)
         undo_token = payload.get("undo_token") if actor.proof == "token" else payload.get("undo_token") or bearer(request)
         result = await current().undo_edit(
             request.path_params["revision_id"], undo_token=undo_token,
@@ -462,9 +472,7 @@ def build_app(
         assert isinstance(error, KnowmeshError)
         response = error_response(error)
         if error.status == 301:  # a merged node: the same URL with the canonical id
-            merged, canonical = error.details["merged"], error.top_level["canonical"]["id"]
-            location = request.url.path.replace(merged, canonical, 1)
-            response.headers["Location"] = location + (f"?{request.url.query}" if request.url.query else "")
+            response.headers["Location"] = moved_location(request, error.details["merged"], error.top_level["canonical"]["id"])
         return response
 
     async def on_http_error(request: Request, error: Exception) -> Response:

@@ -9,6 +9,7 @@ Depends on `identity`, `errors` and the service's `verify_token`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -18,6 +19,8 @@ from mcp.server.auth.provider import AccessToken
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .identity import Actor, AuthMode, Credential, acting, invalid_token
 
@@ -39,9 +42,34 @@ class MeshTokenVerifier:
         return AccessToken(token=token, client_id=credential.agent_id, scopes=[credential.role])
 
 
+class RefuseUnknownTokens:
+    """401 `invalid_token` for a bearer that is no live agent token, on any route, reads too: a
+    client with a mistyped or revoked token learns it at once, not as an unproven write later.
+    The undo route is left alone: its bearer may be the edit's undo token (the spec's form)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser) \
+                and not UNDO_PATH.match(scope["path"]):
+            connection = HTTPConnection(scope)
+            if bearer(connection):
+                error = invalid_token()
+                response = JSONResponse(error.to_body(), status_code=error.status,
+                                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+UNDO_PATH = re.compile(r"^/v1/article-revisions/[^/]+/undo$")
+
+
 def auth_middleware(tokens: Callable[[], TokenChecker]) -> list[Middleware]:
     return [
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(MeshTokenVerifier(tokens))),
+        Middleware(RefuseUnknownTokens),
         Middleware(AuthContextMiddleware),
     ]
 
@@ -59,11 +87,6 @@ def credential_of(connection: HTTPConnection | None) -> Credential | None:
     return None
 
 
-def actor_of(connection: HTTPConnection | None, agent: Any, mode: AuthMode, *, bearer_may_be_other: bool = False) -> Actor:
-    """Who a request acts as. A bearer that is not a live agent token is refused (401
-    `invalid_token`), so a typo never silently turns a proven agent into an unproven one;
-    `bearer_may_be_other` is the undo route, whose bearer may be the edit's undo token."""
-    credential = credential_of(connection)
-    if credential is None and connection is not None and bearer(connection) and not bearer_may_be_other:
-        raise invalid_token()
-    return acting(agent, credential, mode)
+def actor_of(connection: HTTPConnection | None, agent: Any, mode: AuthMode) -> Actor:
+    """Who a request acts as (`RefuseUnknownTokens` has already refused a bearer that is no token)."""
+    return acting(agent, credential_of(connection), mode)

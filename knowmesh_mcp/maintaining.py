@@ -9,6 +9,7 @@ A maintainer is a proven actor with the maintainer role: a maintainer's bearer t
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .errors import KnowmeshError, bad_parameter, not_found
@@ -92,8 +93,11 @@ class Maintaining:
             merged = second if canonical == first else first
             for node_id in (merged, canonical):
                 await refuse_merged(tx, node_id)
-            state = await tx.node_for_edit(merged)
-            assert state is not None  # dedupe tasks reference nodes
+            state, kept = await tx.node_for_edit(merged), await tx.node_for_edit(canonical)
+            assert state is not None and kept is not None  # dedupe tasks reference nodes
+            if kept[2] == "deprecated":
+                raise KnowmeshError(409, "canonical_deprecated", f"{canonical} is deprecated: set it back to draft "
+                                    "first, or keep the other node")
             await tx.set_node_status(merged, "deprecated")
             action = await tx.insert_maintainer_action(
                 "merge", merged, {"canonical": canonical, "task_id": number, "from": state[2], "to": "deprecated"},
@@ -145,6 +149,17 @@ async def follow_redirect(store: Store, node_id: str, status: str) -> None:
         canonical = await store.redirect(node_id)
         if canonical is not None:
             raise moved(node_id, canonical)
+
+async def read_following_merge(read: Callable[[str], Awaitable[dict[str, Any]]], node_id: str) -> dict[str, Any]:
+    """A read that lands on the canonical node of a merged one, marked `merged_from`: what an agent
+    gets over MCP, which has no 301 to follow."""
+    try:
+        return await read(node_id)
+    except KnowmeshError as error:
+        if error.status != 301:
+            raise
+        return {**await read(error.top_level["canonical"]["id"]), "merged_from": node_id}
+
 
 async def refuse_merged(tx: Writer, node_id: str) -> None:
     canonical = await tx.redirect(node_id)

@@ -533,4 +533,8 @@ def issue_markdown(issue: dict[str, Any]) -> str:
     lines += [markdown.item(issue[name], prefix=f"{name}: ") for name in ISSUE_FIELDS if issue.get(name)]
     if issue.get("labels"):
         lines.append("- labels: " + ", ".join(markdown.inline(label) for label in issue["labels"]))
+    if issue.get("resolution"):
+        resolution = issue["resolution"]
+        lines += ["", markdown.heading(2, f"{str(issue['status']).capitalize()} by {resolution['maintainer']}, "
+                                          f"{resolution['at']}"), "", markdown.block(resolution["note"])]
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@ import httpx2
 
 from .errors import KnowmeshError, remote_error
 from .identity import Actor, acting
+from .maintaining import read_following_merge
 from .publishing import require_node_id
 
 DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
@@ -80,7 +81,7 @@ class RemoteMesh:
                                 f"{self.base_url} did not answer within {self.timeout:g} s") from None
         except httpx2.HTTPError as error:
             raise KnowmeshError(503, "remote_unavailable", f"cannot reach {self.base_url}: {error}") from None
-        if response.status_code >= 400:
+        if response.status_code >= 300:  # redirects are not followed: a 301 is a merged node, raised as `moved`
             raise error_from_response(response)
         return response
 
@@ -126,10 +127,19 @@ class RemoteMesh:
     async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
                         fields: str | None = None, include: str | None = None) -> dict[str, Any]:
         params = {"env": env, "solution": solution, "fields": fields, "include": include}
-        return await self.call("GET", node_path(node_id), params=params)
+
+        async def read(wanted: str) -> dict[str, Any]:
+            return await self.call("GET", node_path(wanted), params=params)
+
+        return await read_following_merge(read, node_id)
 
     async def read_markdown(self, node_id: str) -> str:
-        return (await self.request("GET", node_path(node_id) + ".md")).text
+        try:
+            return (await self.request("GET", node_path(node_id) + ".md")).text
+        except KnowmeshError as error:
+            if error.status != 301:
+                raise
+            return (await self.request("GET", node_path(error.top_level["canonical"]["id"]) + ".md")).text
 
     async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None,
                               after: Any = None, include: Any = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from . import next_steps
 from .access import AgentTokens
 from .health import Health
-from .maintaining import Maintaining, canonical_ref, follow_redirect
+from .maintaining import Maintaining, canonical_ref, follow_redirect, read_following_merge
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
@@ -256,16 +256,20 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """The JSON read of a node (what MCP `read_article` returns before its size bound); a merged
         node's read is its canonical node's, with `merged_from` (an agent has no 301 to follow)."""
         request = self.read_request(env=env, solution=solution, fields=fields, include=include)
+
+        async def read(wanted: str) -> dict[str, Any]:
+            return (await self.read_node(wanted, request)).body
+
+        return await read_following_merge(read, node_id)
+
+    async def read_markdown(self, node_id: str) -> str:
+        """The Markdown article (the MCP resource); a merged node's is its canonical node's."""
         try:
-            return (await self.read_node(node_id, request)).body
+            return (await self.read_node(node_id)).markdown()
         except KnowmeshError as error:
             if error.status != 301:
                 raise
-            return {**(await self.read_node(error.top_level["canonical"]["id"], request)).body, "merged_from": node_id}
-
-    async def read_markdown(self, node_id: str) -> str:
-        """The Markdown article (the MCP resource)."""
-        return (await self.read_node(node_id)).markdown()
+            return (await self.read_node(error.top_level["canonical"]["id"])).markdown()
 
     async def read_version(self, node_id: str, version: str, request: ReadRequest | None = None) -> ReadResult:
         """GET /v1/nodes/{id}/versions/{version}: an immutable snapshot, cacheable forever."""

@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.service import Service
 
@@ -323,3 +324,58 @@ async def test_token_add_list_revoke_from_the_command_line(tmp_path):
     assert bad.returncode == 2 and "agent id" in bad.stderr
     async with opened(db) as service:
         assert await service.verify_token(token) is None
+
+
+# -- write limits and dedupe votes -------------------------------------------------------------
+
+
+async def test_write_limits_count_the_tokens_agent(node: Service):
+    """Naming fresh ids does not buy more writes: a token's agent is one subject, whatever the body says."""
+    token = (await node.add_token("alice"))["token"]
+    async with serving(build_app(service=node, auth="optional", write_limit=1, with_mcp=False)) as url:
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+            first = await client.post("/v1/feedback", json=solved(), headers=bearer(token))
+            second = await client.post("/v1/feedback", json=failed(), headers=bearer(token))
+            unproven = await client.post("/v1/feedback", json=failed("sybil-1"))
+            rotated = await client.post("/v1/feedback", json=failed("sybil-2"))
+    assert (first.status_code, second.status_code) == (202, 429)
+    assert second.json()["error"]["code"] == "rate_limited"
+    assert (unproven.status_code, rotated.status_code) == (202, 429), "unproven ids count per address"
+
+
+async def test_unproven_dedupe_votes_never_flag_a_pair(node: Service, make_doc):
+    other = make_doc(id="python/requests-missing", error="ImportError: No module named requests.adapters")
+    await node.create_node(other)
+    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+    vote = {"vote": "same", "canonical_id": NODE}
+    async with team(node, "optional") as client:
+        task = (await client.post("/v1/dedupe/tasks", json={"node": NODE, "candidate": other["id"]},
+                                  headers=bearer(tokens[0]))).json()["task_id"]
+        forged = [(await client.post(f"/v1/dedupe/tasks/{task}/votes", json={**vote, "agent": {"id": f"sybil-{n}"}})).json()
+                  for n in (1, 2, 3)]
+        proven = [(await client.post(f"/v1/dedupe/tasks/{task}/votes", json=vote, headers=bearer(t))).json() for t in tokens]
+    assert [(v["status"], v["counted"]) for v in forged] == [("open", False)] * 3
+    assert [(v["status"], v["counted"]) for v in proven] == [("open", True), ("flagged", True)]
+    assert proven[-1]["canonical_id"] == NODE and proven[-1]["votes"]["same"] == 2
+
+
+# -- sync keeps the team's marks -----------------------------------------------------------------
+
+
+async def test_sync_keeps_proven_and_unproven_marks_and_a_token(node: Service, tmp_path):
+    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+    async with team(node, "optional") as client:
+        for token in tokens:
+            assert (await client.post("/v1/feedback", json=failed(), headers=bearer(token))).status_code == 202
+        assert (await client.post("/v1/feedback", json=solved("sybil-1"))).status_code == 202
+        url = str(client.base_url).rstrip("/")
+        async with opened(tmp_path / "personal.db") as personal:
+            with pytest.raises(KnowmeshError) as refused:
+                await personal.sync_from(url, token="km_not-a-token")  # the token is sent: a bad one is refused
+            assert (refused.value.status, refused.value.code) == (401, "invalid_token")
+            await personal.sync_from(url, token=tokens[0])
+            rows = (await personal.list_feedback(NODE))["feedback"]
+            kept = served((await personal.read_node(NODE, personal.read_request(env=LINUX_ENV))).body)
+    assert [(r["agent_id"], r["proof"], r["proven"]) for r in rows] == [
+        ("alice", "token", True), ("bob", "token", True), ("sybil-1", "unproven", False)]
+    assert kept is None, "the team's two proven failures withhold the answer here too; the forged solved does not"

@@ -63,12 +63,14 @@ async def test_create_and_read_over_mcp(service, make_doc, mode, mcp_connect):
     assert json.loads(read.content[0].text)["id"] == document["id"]
 
 
-async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp_connect, monkeypatch):
+async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp_connect, monkeypatch, request):
     monkeypatch.setenv("KNOWMESH_AGENT_ID", "agent-from-env")
     async with mcp_connect(service, "auto", local_agent=True) as client:
         await client.call_tool("create_node", {k: make_doc()[k] for k in ("id", "ecosystem", "title", "signature", "content")})
     history = await service.article_history(make_doc()["id"])
-    assert history["revisions"][0]["agent"]["id"] == "agent-from-env"
+    # In-process the stdio server's own user is proven; through a remote it is an id the remote takes as claimed.
+    local = request.node.callspec.params["mcp_connect"] == "local"
+    assert history["revisions"][0]["agent"] == {"id": "agent-from-env", "proven": local}
 
 
 async def test_the_local_agent_is_the_os_user_unless_knowmesh_agent_id_names_one(service, monkeypatch):
