@@ -1,6 +1,6 @@
 """Load on the HTTP server: throughput, latency and errors of a real `serve --http` under concurrent clients.
 
-    python bench/load_bench.py [--nodes 10000] [--clients 8] [--seconds 60] [--seed 7] [--rebuild]
+    python bench/load_bench.py [--nodes 10000] [--clients 8] [--seconds 60] [--seed 7] [--rebuild] [--auth required]
 
 The database holds the starter corpus plus `--nodes` synthetic nodes from `bench/synthetic.py`.
 The first run builds it (`Service.open(db)`, which seeds the starter corpus, then
@@ -18,6 +18,11 @@ clients (one `httpx2.AsyncClient` each, one request at a time) for `--seconds`. 
 one), 15 % read (GET /v1/nodes/{id}?env=... or /v1/nodes/{id}.md) and 5 % write; a client's
 writes rotate through PATCH /v1/nodes/{id}/article (after a GET of the article for a fresh
 base_revision, counted as a request of its own), POST /v1/feedback and POST /v1/nodes.
+
+With `--auth required` the server takes writes with agent tokens only: each client gets its own
+token (made with `token add` on the copy before the server starts) and sends it on every request,
+reads too, so every request pays for the token check; bodies then name no agent, and a second
+report of one client on one answer and environment is a fair `409 duplicate_report`.
 
 Prints requests per second and p50/p95/p99 latency overall, per operation and per route, the
 count of each status code, the CPU used by the server and by the load generator (both share
@@ -75,6 +80,7 @@ FEEDBACK_ENVS = [{"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager":
                  {"os": "macos-15", "runtime": "node-20", "pkg_manager": "npm"},
                  {"os": "debian-12", "runtime": "go-1.22"}]
 EXPECTED_4XX = {("write", "PATCH article"): {409}}  # a concurrent edit of the same node is a fair conflict
+EXPECTED_4XX_WITH_TOKENS = {**EXPECTED_4XX, ("write", "POST feedback"): {409}}  # one agent per client: one vote each
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -256,16 +262,24 @@ def patch_body(base_revision: Any, client: int, serial: int) -> dict[str, Any]:
 # --- the clients ----------------------------------------------------------------------------
 
 
+def anonymous(body: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A body without `agent`: with a token, the token says who acts."""
+    return {k: v for k, v in body.items() if k != "agent"} if body else body
+
+
 async def send(http: httpx2.AsyncClient, request: Request) -> tuple[Record, httpx2.Response | None]:
     started = time.perf_counter()
+    tokens = "authorization" in http.headers
     try:
-        response = await http.request(request.method, request.path, params=request.params, json=request.body)
+        response = await http.request(request.method, request.path, params=request.params,
+                                      json=anonymous(request.body) if tokens else request.body)
     except httpx2.HTTPError as exc:  # connection refused or reset, timeout, protocol error
         ms = (time.perf_counter() - started) * 1000
         return Record(request.group, request.route, None, ms, f"{type(exc).__name__}: {exc}"), None
     ms = (time.perf_counter() - started) * 1000
     status = response.status_code
-    unexpected_4xx = 400 <= status < 500 and status not in EXPECTED_4XX.get((request.group, request.route), set())
+    expected = EXPECTED_4XX_WITH_TOKENS if tokens else EXPECTED_4XX
+    unexpected_4xx = 400 <= status < 500 and status not in expected.get((request.group, request.route), set())
     error = f"{response.text[:400]}" if status >= 500 or unexpected_4xx else None
     return Record(request.group, request.route, status, ms, error), response
 
@@ -286,12 +300,13 @@ async def write(http: httpx2.AsyncClient, rng: random.Random, work: Workload, cl
     return [read, patched]
 
 
-async def run_client(url: str, work: Workload, client: int, seed: int, deadline: float) -> list[Record]:
+async def run_client(url: str, work: Workload, client: int, seed: int, deadline: float, token: str | None) -> list[Record]:
     rng = random.Random(f"load-client:{seed}:{client}")
     groups, weights = zip(*MIX)
     records: list[Record] = []
     writes = 0
-    async with httpx2.AsyncClient(base_url=url, timeout=TIMEOUT_S) as http:
+    headers = {"authorization": f"Bearer {token}"} if token else None
+    async with httpx2.AsyncClient(base_url=url, timeout=TIMEOUT_S, headers=headers) as http:
         while time.perf_counter() < deadline:
             group = rng.choices(groups, weights)[0]
             if group == "search":
@@ -304,21 +319,23 @@ async def run_client(url: str, work: Workload, client: int, seed: int, deadline:
     return records
 
 
-async def drive(url: str, work: Workload, clients: int, seconds: float, seed: int) -> tuple[list[Record], float]:
+async def drive(url: str, work: Workload, clients: int, seconds: float, seed: int,
+                tokens: list[str | None]) -> tuple[list[Record], float]:
     async with httpx2.AsyncClient(base_url=url, timeout=TIMEOUT_S) as http:
         for query in work.queries[-WARMUP:]:  # untimed: first-touch of the index pages
             await http.get("/v1/search", params={"q": query["q"], "limit": LIMIT})
     started = time.perf_counter()
-    results = await asyncio.gather(*(run_client(url, work, index, seed, started + seconds) for index in range(clients)))
+    results = await asyncio.gather(*(run_client(url, work, index, seed, started + seconds, tokens[index])
+                                     for index in range(clients)))
     return [record for records in results for record in records], time.perf_counter() - started
 
 
 # --- the server -------------------------------------------------------------------------------
 
 
-def start_server(db: Path, port: int, stderr_path: Path) -> subprocess.Popen:
+def start_server(db: Path, port: int, stderr_path: Path, auth: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port), "--db", str(db),
-               "--write-limit", "0"]
+               "--write-limit", "0", "--auth", auth]
     print(f"server: {' '.join(['python', *command[1:]])}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with stderr_path.open("wb") as stderr:
@@ -422,9 +439,16 @@ def summary(records: list[Record], elapsed: float, args: argparse.Namespace, tot
 async def run(args: argparse.Namespace, db: Path, work: Workload, workdir: Path) -> None:
     copy = workdir / "load.db"
     shutil.copyfile(db, copy)
+    tokens: list[str | None] = [None] * args.clients
+    if args.auth == "required":
+        service = await Service.open(copy, seed=False)
+        try:
+            tokens = [(await service.add_token(f"load-{client}"))["token"] for client in range(args.clients)]
+        finally:
+            await service.close()
     port, stderr_path = free_port(), workdir / "server.stderr"
     url = f"http://127.0.0.1:{port}"
-    server = start_server(copy, port, stderr_path)
+    server = start_server(copy, port, stderr_path, args.auth)
     try:
         up = await wait_until_up(url, server)
         if up is None:
@@ -436,7 +460,7 @@ async def run(args: argparse.Namespace, db: Path, work: Workload, workdir: Path)
               + ", ".join(f"{group} {share:.0%}" for group, share in MIX) + f"; {len(work.queries)} queries, "
               f"{sum(1 for q in work.queries if q['env'])} with env; {len(work.metas):,} nodes to read and write", flush=True)
         server_cpu, client_cpu = cpu_seconds(server.pid), time.process_time()
-        records, elapsed = await drive(url, work, args.clients, args.seconds, args.seed)
+        records, elapsed = await drive(url, work, args.clients, args.seconds, args.seed, tokens)
         alive = server.poll() is None
         server_cpu = cpu_seconds(server.pid) - server_cpu if alive else float("nan")
         client_cpu = time.process_time() - client_cpu
@@ -469,6 +493,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached database")
+    parser.add_argument("--auth", choices=("off", "required"), default="off",
+                        help="required: each client sends its own agent token on every request")
     args = parser.parse_args()
 
     db, sample_file = cache_paths(args.nodes, args.seed)

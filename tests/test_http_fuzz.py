@@ -54,3 +54,25 @@ async def test_any_post_is_never_a_500_and_invalid_input_writes_nothing(service,
             if response.status_code != 201:
                 assert await service.store.count_nodes() == before
             before = await service.store.count_nodes()
+
+
+authorization = st.one_of(
+    st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=80),  # what a client can send
+    st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=80).map(lambda t: "Bearer " + t),
+    st.sampled_from(["Bearer", "Bearer ", "bearer km_", "Basic YWxpY2U6cHc=", "Bearer km_" + "x" * 4000]),
+)
+
+
+@FUZZ
+@given(header=authorization, body=json_values)
+async def test_any_authorization_header_is_never_a_500(service, make_doc, header, body):
+    """A team's mesh meets every kind of Authorization header: each is a clear 4xx (or passes for reads)."""
+    app = build_app(service=service, with_mcp=False, write_limit=0, auth="required")
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1",
+                                  headers={"authorization": header}) as client:
+        for method, target in (("GET", "/v1/search?q=KeyError"), ("POST", "/v1/feedback"),
+                               ("POST", "/v1/article-revisions/r1/undo"), ("POST", "/v1/nodes/python/x/status")):
+            response = await client.request(method, target, json=body)
+            assert response.status_code < 500, (method, target, header, response.text)
+            if method == "POST" and target == "/v1/feedback":
+                assert response.status_code in (400, 401), response.text
