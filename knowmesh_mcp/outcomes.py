@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +23,7 @@ from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
 from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
-from .store import StatsRow, Store, Writer, utc_now
+from .store import DuplicateRow, StatsRow, Store, Writer, utc_now
 
 
 class OutcomeReporting:
@@ -43,7 +42,7 @@ class OutcomeReporting:
             secret = address_secret(self.store.path, adopt=kept)
             if kept is not None:
                 async with self.store.write() as tx:
-                    await tx.connection.execute("DELETE FROM meta WHERE key = 'ip_hash_secret'")
+                    await tx.delete_meta("ip_hash_secret")
             self._ip_secret = secret  # never changes: read it once
         return address_hash(secret, address)
 
@@ -120,7 +119,7 @@ class OutcomeReporting:
             try:
                 report_id = await tx.insert_row("feedback", row)
                 await tx.touch_node(node_id)  # new evidence is a change: the feed and sync see it
-            except sqlite3.IntegrityError:
+            except DuplicateRow:
                 raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
                                     "this environment; one agent is one vote") from None
             after = await self._stats_rows(tx, node_id, current)
@@ -427,7 +426,7 @@ class Dedupe:
             try:
                 await tx.add_dedupe_vote(number, voter.id, voter.proof, body["vote"],  # type: ignore[arg-type]
                                          canonical if body["vote"] == "same" else None)
-            except sqlite3.IntegrityError:
+            except DuplicateRow:
                 raise KnowmeshError(409, "duplicate_vote", "one vote per agent") from None
             votes = [(vote, target) for _, vote, target, proof in await tx.dedupe_votes(number) if proof != "unproven"]
             same: dict[str | None, int] = {}

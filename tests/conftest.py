@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import itertools
+import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
@@ -193,3 +196,45 @@ def mcp_connect(request) -> Callable[..., Any]:
                 yield client
 
     return connect
+
+
+# -- PostgreSQL: a private server for the session, a fresh database per test ----------------------
+
+_DATABASES = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A conninfo URL of a private PostgreSQL server (see postgres_server.py); skipped (or failed in CI) without one."""
+    from postgres_server import private_postgres
+
+    with private_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+async def pg_database(postgres_server: str) -> str:
+    """An empty database of its own on the test server."""
+    import psycopg
+
+    name = f"knowmesh_test_{os.getpid()}_{next(_DATABASES)}"
+    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as admin:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        await admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
+    return urlunsplit(urlsplit(postgres_server)._replace(path=f"/{name}"))
+
+
+@pytest.fixture
+async def both_stores(tmp_path, pg_database: str) -> AsyncIterator[dict[str, Any]]:
+    """The same empty mesh on both backends: {"sqlite": Store, "postgres": PostgresStore}. A backend
+    test does the same thing to each and asserts they answer alike."""
+    from knowmesh_mcp.store import Store
+    from knowmesh_mcp.store.postgres import PostgresStore
+
+    sqlite_store = await Store.open(tmp_path / "backend.db")
+    postgres_store = await PostgresStore.open(pg_database)
+    try:
+        yield {"sqlite": sqlite_store, "postgres": postgres_store}
+    finally:
+        await sqlite_store.close()
+        await postgres_store.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from knowmesh_mcp import store as store_module
+from knowmesh_mcp.store import sqlite as store_module
 from knowmesh_mcp.errors import DatabaseUnusable
 from knowmesh_mcp.store import Store
 

@@ -1,4 +1,4 @@
-"""The embedded SQLite store: connections, migrations, and the SQL of nodes and revisions.
+"""The SQLite backend, the embedded default: connections, migrations, and the SQL of every table.
 
 One writer connection guarded by an asyncio lock (every write is one `BEGIN IMMEDIATE`
 transaction; `busy_timeout` covers other processes) and one reader connection, both in
@@ -13,27 +13,51 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
-from collections import Counter, OrderedDict
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from .errors import DatabaseUnusable
-from .identity import agent_object
+from ..errors import DatabaseUnusable
+from ..identity import agent_object
+from .rows import (
+    CandidateText,
+    DuplicateRow,
+    Edit,
+    NewNode,
+    NodeRow,
+    RevisionRow,
+    SearchRow,
+    StatsRow,
+    SyncedHead,
+    SyncedRevision,
+    TermQuery,
+)
 
 BUSY_TIMEOUT_MS = 10_000
 
 
+@contextmanager
+def unique_rule_as_duplicate() -> Iterator[None]:
+    """sqlite3's unique-constraint error as the backend-neutral `DuplicateRow` (other integrity errors stay)."""
+    try:
+        yield
+    except sqlite3.IntegrityError as error:
+        if "UNIQUE" not in str(error):
+            raise
+        raise DuplicateRow(str(error)) from None
+
+
 def store_dir() -> Path:
-    """The `store/` folder: inside the wheel as `_store`, beside the package in a checkout."""
-    packaged = Path(__file__).parent / "_store"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "store"
+    """The `store/` folder of SQL and data: inside the wheel as `knowmesh_mcp/_store`, beside the
+    package in a checkout."""
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_store"
+    return packaged if packaged.is_dir() else package.parent / "store"
 
 
 def utc_now() -> str:
@@ -71,25 +95,6 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
 )"""
 
 
-@dataclass(frozen=True)
-class NodeRow:
-    """A node's summary row with its current document."""
-
-    pk: int
-    id: str
-    ecosystem: str
-    status: str
-    title: str
-    version: str
-    revision: int
-    has_answer: bool
-    created_at: str
-    updated_at: str
-    document: dict[str, Any]
-    solution_revisions: dict[str, int]
-    document_size: int  # bytes of the stored JSON: what reading the article costs
-
-
 NODE_COLUMNS = """n.pk, n.id, n.ecosystem, n.status, n.title, n.current_version, n.current_revision,
     n.has_answer, n.created_at, n.updated_at, v.document, v.solution_revisions"""
 
@@ -102,52 +107,8 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
     )
 
 
-@dataclass(frozen=True)
-class StatsRow:
-    """One node_stats row: evidence of one solution revision in one cluster ('' = all)."""
-
-    solution_id: str
-    solution_revision: int
-    cluster: str
-    solved: float
-    failed: float
-    sample_size: int
-    success_score: float
-    failure_state: str
-    answer_state: str
-    solved_agents: int
-    failed_agents: int
-    last_verified: str | None
-
-
 STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, sample_size, success_score,
     failure_state, answer_state, solved_agents, failed_agents, last_verified"""
-
-
-@dataclass
-class CandidateText:
-    """What search ranking reads of a candidate node: its indexed term keys and templates.
-
-    Immutable for a node version; kept by `Store.candidate_texts` across queries, so ranking
-    caches what it derives from it (`counts`).
-    """
-
-    pk: int
-    id: str
-    ecosystem: str
-    title: str  # term keys, as indexed
-    signature: str
-    article: str
-    templates: str  # normalized, one per line
-    template_terms: str  # each template's term keys, one line per template
-    slug_terms: str  # the id's content-word keys
-    value_terms: str  # keys of the error's values that can name what the node is about
-    value_shapes: str  # "path" or "name" for each of the error's values, in order
-
-    @cached_property
-    def counts(self) -> tuple[Counter[str], Counter[str], Counter[str]]:
-        """Term counts of title, signature and article."""
-        return Counter(self.title.split()), Counter(self.signature.split()), Counter(self.article.split())
 
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
@@ -157,22 +118,6 @@ CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across quer
 
 def _candidate_text(row: Sequence[Any]) -> CandidateText:
     return CandidateText(*row)
-
-
-@dataclass(frozen=True)
-class TermQuery:
-    """One term channel's FTS5 query: nodes holding any (with `every`: all) of `terms`.
-
-    Ranking by BM25 reads every match, so it is asked for only when the matches are too many to
-    take all and few enough to afford; unranked, the first `limit` matches come back.
-    """
-
-    channel: str
-    table: str  # "search" (title, signature, article) or "heads" (title, signature) or "grams" (template trigrams)
-    terms: Sequence[str]
-    limit: int
-    every: bool = False
-    ranked: bool = False
 
 
 # FTS5 table and ranking of each TermQuery.table: title and signature weigh more than the article.
@@ -196,91 +141,6 @@ def fts_every(terms: Sequence[str]) -> str:
     return " AND ".join(map(fts_quote, terms))
 
 
-@dataclass(frozen=True)
-class SearchRow:
-    """A node's rows in the search index (node_search, node_signatures, node_index)."""
-
-    title: str
-    signature: str
-    article: str
-    template: str
-    template_terms: str  # each template's term keys, one line per template
-    slug_terms: str
-    value_terms: str
-    value_shapes: str
-    grams: str  # templates without placeholders, for the trigram table
-    specific: bool  # the node's id names the error's quoted value: the node is about that value
-    signature_hashes: tuple[tuple[str, str], ...]  # (hash, source)
-
-
-@dataclass(frozen=True)
-class NewNode:
-    """Everything one node insert writes, prepared by the caller outside the transaction."""
-
-    id: str
-    ecosystem: str
-    status: str
-    title: str
-    version: str
-    document_json: str
-    solution_revisions: dict[str, int]
-    solution_hashes: dict[str, str]
-    has_answer: bool
-    signature_hash: str
-    quoted_values: list[str]
-    index: SearchRow
-    revision_id: str
-    kind: str
-    agent_id: str | None
-    model: str | None
-    summary: str
-    changes_json: str
-    agent_proof: str = "claimed"  # identity.PROOFS
-
-
-@dataclass(frozen=True)
-class Edit:
-    """Everything one article edit writes, prepared by the caller inside the transaction."""
-
-    node_id: str
-    title: str
-    version: str
-    document_json: str
-    solution_revisions: dict[str, int]
-    new_solution_revisions: list[tuple[str, int, str]]  # (solution id, revision, behaviour hash)
-    has_answer: bool
-    signature_hash: str
-    quoted_values: list[str]
-    index: SearchRow
-    revision_id: str
-    revision: int
-    kind: str
-    agent_id: str | None
-    model: str | None
-    summary: str
-    changes_json: str
-    undo_token_hash: str
-    reverts_revision_id: str | None = None
-    agent_proof: str = "claimed"
-
-
-@dataclass(frozen=True)
-class RevisionRow:
-    revision_id: str
-    node_id: str
-    revision: int
-    parent_revision: int | None
-    kind: str
-    version: str
-    agent_id: str | None
-    model: str | None
-    summary: str
-    changes: list[dict[str, Any]]
-    reverts_revision_id: str | None
-    created_at: str
-    agent_proof: str = "claimed"
-
-
 # Every node write moves the node to the end of the change feed (the sync cursor's order).
 NEXT_CHANGE_SEQ = "(SELECT coalesce(max(change_seq), 0) + 1 FROM nodes)"
 
@@ -295,30 +155,6 @@ REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, ver
 def _revision_row(row: Sequence[Any]) -> RevisionRow:
     return RevisionRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
                        json.loads(row[9]), row[10], row[11], row[12])
-
-
-@dataclass(frozen=True)
-class SyncedRevision:
-    """One revision exactly as the remote mesh has it, with the document it published."""
-
-    row: RevisionRow
-    document_json: str
-    solution_revisions: dict[str, int]
-    solution_hashes: dict[str, str]  # {solution id: behaviour hash} of this document
-
-
-@dataclass(frozen=True)
-class SyncedHead:
-    """A node's row after a sync: the remote's current revision, its status and derived fields."""
-
-    id: str
-    ecosystem: str
-    status: str
-    title: str
-    has_answer: bool
-    signature_hash: str
-    quoted_values: list[str]
-    index: SearchRow
 
 
 REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVISION_COLUMNS.split(","))},
@@ -397,11 +233,12 @@ class Writer:
         """INSERT one row given as {column: value} into one of our tables; returns its rowid.
 
         `table` and the column names are the caller's constants, never request data; values are
-        bound parameters. A unique-index conflict raises sqlite3.IntegrityError.
+        bound parameters. A unique-index conflict raises `DuplicateRow`.
         """
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
-        cursor = await self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+        with unique_rule_as_duplicate():
+            cursor = await self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
         return int(cursor.lastrowid or 0)
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
@@ -467,12 +304,13 @@ class Writer:
         return int(cursor.lastrowid or 0)
 
     async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
-        """Raises sqlite3.IntegrityError when this agent (so proven) already voted on the task."""
-        await self.connection.execute(
-            """INSERT INTO dedupe_votes (task_id, agent_id, proof, vote, canonical_id, created_at)
-               VALUES (?, ?, ?, ?, ?, ?)""",
-            (task_id, agent_id, proof, vote, canonical_id, utc_now()),
-        )
+        """Raises `DuplicateRow` when this agent (so proven) already voted on the task."""
+        with unique_rule_as_duplicate():
+            await self.connection.execute(
+                """INSERT INTO dedupe_votes (task_id, agent_id, proof, vote, canonical_id, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
+                (task_id, agent_id, proof, vote, canonical_id, utc_now()),
+            )
 
     async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
         """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
@@ -666,6 +504,9 @@ class Writer:
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
         return {row[0]: row[1] for row in await self._all_in("SELECT id, pk FROM nodes WHERE id IN ({marks})", ids)}
+
+    async def delete_meta(self, key: str) -> None:
+        await self.connection.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     async def set_meta(self, key: str, value: str) -> None:
         await self.connection.execute(
@@ -1294,7 +1135,6 @@ class Store:
         return self._node_count[1]
 
 
-
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
@@ -1458,7 +1298,3 @@ def consolidated_schema() -> str:
         "-- Generated by `python -m knowmesh_mcp.store`; tests/test_store.py holds the two equal.\n"
     )
     return header + "\n" + ";\n\n".join(statements) + ";\n"
-
-
-if __name__ == "__main__":
-    (store_dir() / "schema.sql").write_text(consolidated_schema(), encoding="utf-8")

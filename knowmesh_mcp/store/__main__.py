@@ -1,0 +1,5 @@
+"""`python -m knowmesh_mcp.store`: write store/schema.sql from the SQLite migrations."""
+
+from .sqlite import consolidated_schema, store_dir
+
+(store_dir() / "schema.sql").write_text(consolidated_schema(), encoding="utf-8")

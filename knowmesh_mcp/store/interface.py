@@ -1,0 +1,356 @@
+"""The store interface: what the service and everything above it may call, and nothing else.
+
+`Store` is a database (reads outside a transaction, and `write()` opening one); `Writer` is one
+write transaction. Each backend (`sqlite`, and `postgres` for a team's mesh) implements both with
+these exact signatures, which `tests/test_store_interface.py` checks; rows come back as the plain
+dataclasses of `rows` (`NodeRow`, `StatsRow`, ...) and plain tuples, the same on every backend; a
+unique rule that refuses a row raises `rows.DuplicateRow`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from .rows import (
+    CandidateText,
+    Edit,
+    NewNode,
+    NodeRow,
+    RevisionRow,
+    SearchRow,
+    StatsRow,
+    SyncedHead,
+    SyncedRevision,
+    TermQuery,
+)
+
+
+class Writer(Protocol):
+    """One write transaction: everything it does commits together, or nothing does."""
+
+    async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
+        """Raises `DuplicateRow` when this agent (so proven) already voted on the task."""
+        ...
+
+    async def add_token(self, token_hash: str, agent_id: str, role: str) -> None:
+        ...
+
+    async def apply_edit(self, edit: Edit) -> str:
+        """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
+        ...
+
+    async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
+        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current."""
+        ...
+
+    async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
+        ...
+
+    async def count_write(self, subject: str, hour: str) -> None:
+        """Count one accepted submission of `subject` in `hour` (older hours are forgotten)."""
+        ...
+
+    async def current_revision(self, node_id: str) -> int:
+        ...
+
+    async def dedupe_canonical(self, task_id: int) -> str | None:
+        """The node two `same` votes agreed to keep (set when the task was flagged)."""
+        ...
+
+    async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
+        """(node, candidate, status) of one task."""
+        ...
+
+    async def dedupe_task_for(self, first: str, second: str) -> int | None:
+        ...
+
+    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
+        """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
+        ...
+
+    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
+        """The node whose normalized signature and quoted values both match, if any."""
+        ...
+
+    async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
+        """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven reports (no token, on a server with auth on) are left out: kept and listed, they move no state at all, or one forged `solved` could show a known_failed answer again."""
+        ...
+
+    async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
+        ...
+
+    async def insert_maintainer_action(self, action: str, target: str, detail: dict[str, Any], note: str | None,
+                                       maintainer_id: str, proof: str) -> int:
+        ...
+
+    async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
+        """Insert new nodes with their first version, revision 1, solution revisions and index rows."""
+        ...
+
+    async def insert_redirect(self, node_id: str, canonical_id: str, action_id: int) -> None:
+        """`node_id` now answers with `canonical_id`; nodes merged into `node_id` follow it there too."""
+        ...
+
+    async def insert_row(self, table: str, row: dict[str, Any]) -> int:
+        """INSERT one row given as {column: value} into one of our tables; returns its rowid."""
+        ...
+
+    async def insert_synced_feedback(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Feedback rows copied from a remote; one an agent already gave here is kept once. Returns how many."""
+        ...
+
+    async def issue_status(self, number: int) -> str | None:
+        ...
+
+    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
+                             conflict: dict[str, Any]) -> int:
+        """Move local revisions into a new sync_conflicts row (documents included) and out of history, with the solution revision numbers only they used (the remote's take those numbers)."""
+        ...
+
+    async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
+        """(current revision, current document, status) read inside the write transaction."""
+        ...
+
+    async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
+        """(id, environment) of the node's failed attempts not yet archived."""
+        ...
+
+    async def redirect(self, node_id: str) -> str | None:
+        ...
+
+    async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None:
+        ...
+
+    async def resolve_issue(self, number: int, status: str, resolution: dict[str, Any]) -> None:
+        ...
+
+    async def revision(self, revision_id: str) -> RevisionRow | None:
+        ...
+
+    async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]:
+        ...
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        ...
+
+    async def revoke_tokens(self, agent_id: str) -> int:
+        ...
+
+    async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
+        ...
+
+    async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None:
+        ...
+
+    async def set_evidence_synced(self, remote: str, node_id: str, after: int) -> None:
+        ...
+
+    async def delete_meta(self, key: str) -> None:
+        ...
+
+    async def set_meta(self, key: str, value: str) -> None:
+        ...
+
+    async def set_node_status(self, node_id: str, status: str) -> None:
+        """A maintainer's status change; the node moves to the end of the change feed."""
+        ...
+
+    async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
+        """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""
+        ...
+
+    async def set_sync_cursor(self, remote: str, cursor: str) -> None:
+        ...
+
+    async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
+        ...
+
+    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
+        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
+        ...
+
+    async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:
+        """{solution id: {behaviour hash: revision}} of every behaviour a solution ever had."""
+        ...
+
+    async def spend_undo_token(self, revision_id: str) -> bool:
+        """Mark a token used; False when another undo spent it first."""
+        ...
+
+    async def touch_node(self, node_id: str) -> None:
+        """Move a node to the end of the change feed (new evidence), leaving its content alone."""
+        ...
+
+    async def touch_token(self, token_hash: str, at: str) -> None:
+        ...
+
+    async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
+        """(token hash, used_at) of a revision's undo token."""
+        ...
+
+    async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """{id: current version} of those ids that exist."""
+        ...
+
+    async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None:
+        """(Re)write the index rows of existing nodes; `fresh` nodes have none to remove first."""
+        ...
+
+
+class Store(Protocol):
+    """A mesh's database: reads, and `write()` for one transaction."""
+
+    path: str  # where it is: a file, or a PostgreSQL URL (without its password)
+    created: bool  # True when this open made the database (the service then seeds it)
+
+    async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
+        """Current answers in `failure_state` in some cluster, most reports first."""
+        ...
+
+    async def awaiting_second_verification(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+        """Current answers, published before `before`, with exactly one independent solved report."""
+        ...
+
+    async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
+        """The indexed text of each node of `versions` ({pk: current version}), in that order."""
+        ...
+
+    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer, node-wide stats as JSON rows, last feedback id) of nodes written after `seq`, in write order."""
+        ...
+
+    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
+                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
+        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip."""
+        ...
+
+    async def close(self) -> None:
+        ...
+
+    async def count_changes_after(self, seq: int) -> int:
+        ...
+
+    async def count_nodes(self) -> int:
+        ...
+
+    async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+        ...
+
+    async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
+        """The document an article revision published."""
+        ...
+
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
+        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out."""
+        ...
+
+    async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
+        """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
+        ...
+
+    async def failures_after_edit(self, limit: int) -> list[tuple[Any, ...]]:
+        """Failure reports newer than the article's current revision: nobody acted on them yet."""
+        ...
+
+    async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
+        """Every failed attempt on a node, visible and archived, oldest first."""
+        ...
+
+    async def feedback_after(self, node_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+        """A node's feedback rows after id `after`, without the address hash: what a sync copies."""
+        ...
+
+    async def get_meta(self, key: str) -> str | None:
+        ...
+
+    async def get_node(self, node_id: str) -> NodeRow | None:
+        ...
+
+    async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
+        """A node with its node_stats rows and its count of failed attempts, in one round trip."""
+        ...
+
+    async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
+        ...
+
+    async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
+        """(document, solution revisions, created_at) of one pinned version of a node."""
+        ...
+
+    async def health_facts(self) -> dict[str, Any]:
+        """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity."""
+        ...
+
+    async def indexed_node_count(self) -> int:
+        """The number of nodes BM25's document frequencies are relative to (cached until the next write)."""
+        ...
+
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
+        """(document, status, version) of every node in id order."""
+        yield  # an async generator, as the backends' are
+
+    async def list_nodes(
+        self, *, ecosystem: str | None, after_id: str | None, limit: int
+    ) -> list[NodeRow]:
+        """Current, non-deprecated nodes in id order, after `after_id`."""
+        ...
+
+    async def maintainer_actions(self, target: str | None, after: int, limit: int) -> list[dict[str, Any]]:
+        """The audit log (optionally of one node or issue), oldest first, after action id `after`."""
+        ...
+
+    async def redirect(self, node_id: str) -> str | None:
+        """The canonical node a merged node answers with, or None."""
+        ...
+
+    async def revision_of_version(self, node_id: str, version: str) -> int:
+        """The latest article revision that published `version`."""
+        ...
+
+    async def revisions(self, node_id: str) -> list[RevisionRow]:
+        ...
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
+        ...
+
+    async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        ...
+
+    async def stale_nodes(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+        """Answered nodes never verified, or last verified before `before`."""
+        ...
+
+    async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
+        """{node id: its node_stats rows} (nodes without evidence are absent)."""
+        ...
+
+    async def sync_conflicts(self, node_id: str | None = None) -> list[dict[str, Any]]:
+        ...
+
+    async def sync_cursor(self, remote: str) -> str | None:
+        ...
+
+    async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """{node id: (the last revision known identical here and on `remote`, i.e. the merge base; the remote's last feedback id copied here)} of the nodes synced before."""
+        ...
+
+    async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
+        """(agent id, role, last used) of a live (unrevoked) token."""
+        ...
+
+    async def tokens(self) -> list[dict[str, Any]]:
+        """Every token's agent, role and dates (never the hash), oldest first."""
+        ...
+
+    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]:
+        ...
+
+    def write(self) -> AbstractAsyncContextManager[Writer]:
+        """One write transaction: all of it commits, or none of it does."""
+        ...
+
+    async def writes_in(self, subject: str, hour: str) -> int:
+        ...

@@ -1,0 +1,22 @@
+"""The search index on PostgreSQL: signature hashes, the term channels (weighted tsvectors, pg_trgm), candidate texts and document frequencies.
+
+`SearchReads` is mixed into `postgres.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
+transaction), `SearchWrites` into `postgres_writer.PostgresWriter` (one write transaction:
+`self._all(sql, params)` and `self.connection`, a psycopg AsyncConnection). Same signatures and
+results as `sqlite.Store` / `sqlite.Writer` (see `interface`); values are bound `%s` parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class SearchReads:
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+class SearchWrites:
+    connection: Any
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...

@@ -1,0 +1,185 @@
+"""The PostgreSQL backend for a team's mesh: connections, migrations, and the transaction every
+write is. Migrations live in `store/postgres/migrations/`, their consolidated form in
+`store/postgres/schema.sql`, and `describe` reads a live database's schema so a test can hold
+the two equal. The SQL of reads is in `PostgresStore`, of writes in `postgres_writer.PostgresWriter`.
+
+Several servers share one database. Each migration runs in its own transaction under an advisory
+lock, so exactly one server applies it. Each write transaction takes one more advisory lock
+first: writes are serialized across servers exactly as SQLite's single writer serializes them,
+so the service's read-then-write steps (base revisions, evidence replays) mean the same on both.
+
+    python -m knowmesh_mcp.store.postgres postgresql://...   # migrate an empty database, write schema.sql
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .pg_evidence import EvidenceReads
+from .pg_nodes import NodeReads
+from .pg_search import SearchReads
+from .sqlite import store_dir, utc_now
+
+if TYPE_CHECKING:
+    from .postgres_writer import PostgresWriter
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)"""
+MIGRATION_LOCK = 0x6B6E6F77  # "know": the advisory lock key every server takes to migrate
+WRITE_LOCK = 0x6D657368  # "mesh": taken by every write transaction, held until it ends
+POOL_SIZE = 8
+
+
+def postgres_dir() -> Path:
+    return store_dir() / "postgres"
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(number, name, SQL) of every Postgres migration, in order."""
+    found = []
+    for path in sorted((postgres_dir() / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")):
+        number, _, name = path.stem.partition("_")
+        found.append((int(number), name, path.read_text(encoding="utf-8")))
+    return found
+
+
+async def migrate(conninfo: str) -> int:
+    """Apply pending migrations; returns how many this call applied."""
+    import psycopg
+
+    applied = 0
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
+        async with connection.transaction():  # CREATE TABLE IF NOT EXISTS is not safe against a racing server
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await connection.execute(MIGRATIONS_TABLE)
+        for number, name, sql in migrations():
+            async with connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                done = await (await connection.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = %s", (number,))).fetchone()
+                if done:
+                    continue
+                await connection.execute(sql)  # our own file, several statements: no parameters
+                await connection.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                                         (number, name, utc_now()))
+                applied += 1
+    return applied
+
+
+def shown_url(url: str) -> str:
+    """A conninfo URL as it may be printed: without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresStore(NodeReads, SearchReads, EvidenceReads):
+    """An open team mesh on PostgreSQL: a pool of connections, reads outside transactions, and
+    `write()` for one serialized transaction. Keeps no state that changes results: every
+    server of a mesh sees what the database holds."""
+
+    def __init__(self, url: str, pool: Any, created: bool):
+        self.url = url
+        self.path = shown_url(url)
+        self.created = created  # True when this open made the database (the caller may seed it)
+        self._pool = pool
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresStore:
+        from psycopg_pool import AsyncConnectionPool
+
+        applied = await migrate(url)
+        pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True})
+        await pool.open()
+        async with pool.connection() as connection:
+            await connection.execute(
+                "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING")
+        return cls(url, pool, created=applied == len(migrations()))
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[PostgresWriter]:
+        """One transaction, serialized with every other write of the mesh: all of it commits, or none of it does."""
+        from .postgres_writer import PostgresWriter
+
+        async with self._pool.connection() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            yield PostgresWriter(connection)
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        async with self._pool.connection() as connection:
+            return await (await connection.execute(sql, params)).fetchall()
+
+    # The reads (the Store half of `interface`) are in pg_nodes, pg_search and pg_evidence.
+
+
+async def apply_script(conninfo: str, sql: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
+        async with connection.transaction():
+            await connection.execute(sql)
+
+
+# The catalog, read so that two databases with the same schema describe alike on any server
+# version: columns, constraints, indexes, triggers and functions of the public schema, and
+# extensions by name.
+DESCRIBE = {
+    "columns": """SELECT table_name, column_name, data_type, is_nullable, coalesce(column_default, ''),
+                         coalesce(generation_expression, ''), is_identity
+                  FROM information_schema.columns WHERE table_schema = 'public'""",
+    "constraints": """SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid)
+                      FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+                      WHERE n.nspname = 'public'""",
+    "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'",
+    "triggers": """SELECT tgrelid::regclass::text, tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t
+                   WHERE NOT tgisinternal""",
+    "functions": """SELECT p.proname, pg_get_function_identity_arguments(p.oid), md5(p.prosrc) FROM pg_proc p
+                    JOIN pg_namespace n ON n.oid = p.pronamespace
+                    WHERE n.nspname = 'public' AND NOT EXISTS (
+                        SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')""",
+    "extensions": "SELECT extname FROM pg_extension",
+}
+
+
+async def describe(conninfo: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The schema of a live database, each part sorted."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
+        return {part: sorted(tuple(row) for row in await (await connection.execute(sql)).fetchall())
+                for part, sql in DESCRIBE.items()}
+
+
+def dump_schema(conninfo: str) -> str:
+    """`pg_dump --schema-only` of a migrated database, without the settings and comments it adds."""
+    dumped = subprocess.run(["pg_dump", "--schema-only", "--no-owner", "--no-privileges", "--no-comments", conninfo],
+                            capture_output=True, text=True, check=True).stdout
+    kept = [line for line in dumped.splitlines()
+            if not line.startswith(("SET ", "SELECT pg_catalog.set_config", "--", "\\restrict", "\\unrestrict"))]
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+    header = ("-- Consolidated PostgreSQL schema: what applying store/postgres/migrations in order produces.\n"
+              "-- Generated by `python -m knowmesh_mcp.store.postgres URL`; tests/test_postgres_schema.py holds them equal.\n")
+    return header + "\n" + body + "\n"
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    url = sys.argv[1]
+    asyncio.run(migrate(url))
+    (postgres_dir() / "schema.sql").write_text(dump_schema(url), encoding="utf-8")

@@ -1,0 +1,202 @@
+"""The rows a store returns and takes: plain dataclasses, the same on every backend."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+
+class DuplicateRow(Exception):
+    """A unique rule refused a row (a second vote of one agent, a duplicate report): every backend
+    raises this, never its driver's own error, so the service stays backend-blind."""
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node's summary row with its current document."""
+
+    pk: int
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    version: str
+    revision: int
+    has_answer: bool
+    created_at: str
+    updated_at: str
+    document: dict[str, Any]
+    solution_revisions: dict[str, int]
+    document_size: int  # bytes of the stored JSON: what reading the article costs
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    """One node_stats row: evidence of one solution revision in one cluster ('' = all)."""
+
+    solution_id: str
+    solution_revision: int
+    cluster: str
+    solved: float
+    failed: float
+    sample_size: int
+    success_score: float
+    failure_state: str
+    answer_state: str
+    solved_agents: int
+    failed_agents: int
+    last_verified: str | None
+
+
+@dataclass
+class CandidateText:
+    """What search ranking reads of a candidate node: its indexed term keys and templates.
+
+    Immutable for a node version; kept by `Store.candidate_texts` across queries, so ranking
+    caches what it derives from it (`counts`).
+    """
+
+    pk: int
+    id: str
+    ecosystem: str
+    title: str  # term keys, as indexed
+    signature: str
+    article: str
+    templates: str  # normalized, one per line
+    template_terms: str  # each template's term keys, one line per template
+    slug_terms: str  # the id's content-word keys
+    value_terms: str  # keys of the error's values that can name what the node is about
+    value_shapes: str  # "path" or "name" for each of the error's values, in order
+
+    @cached_property
+    def counts(self) -> tuple[Counter[str], Counter[str], Counter[str]]:
+        """Term counts of title, signature and article."""
+        return Counter(self.title.split()), Counter(self.signature.split()), Counter(self.article.split())
+
+
+@dataclass(frozen=True)
+class TermQuery:
+    """One term channel's FTS5 query: nodes holding any (with `every`: all) of `terms`.
+
+    Ranking by BM25 reads every match, so it is asked for only when the matches are too many to
+    take all and few enough to afford; unranked, the first `limit` matches come back.
+    """
+
+    channel: str
+    table: str  # "search" (title, signature, article) or "heads" (title, signature) or "grams" (template trigrams)
+    terms: Sequence[str]
+    limit: int
+    every: bool = False
+    ranked: bool = False
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    """A node's rows in the search index (node_search, node_signatures, node_index)."""
+
+    title: str
+    signature: str
+    article: str
+    template: str
+    template_terms: str  # each template's term keys, one line per template
+    slug_terms: str
+    value_terms: str
+    value_shapes: str
+    grams: str  # templates without placeholders, for the trigram table
+    specific: bool  # the node's id names the error's quoted value: the node is about that value
+    signature_hashes: tuple[tuple[str, str], ...]  # (hash, source)
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """Everything one node insert writes, prepared by the caller outside the transaction."""
+
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    version: str
+    document_json: str
+    solution_revisions: dict[str, int]
+    solution_hashes: dict[str, str]
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    index: SearchRow
+    revision_id: str
+    kind: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes_json: str
+    agent_proof: str = "claimed"  # identity.PROOFS
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Everything one article edit writes, prepared by the caller inside the transaction."""
+
+    node_id: str
+    title: str
+    version: str
+    document_json: str
+    solution_revisions: dict[str, int]
+    new_solution_revisions: list[tuple[str, int, str]]  # (solution id, revision, behaviour hash)
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    index: SearchRow
+    revision_id: str
+    revision: int
+    kind: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes_json: str
+    undo_token_hash: str
+    reverts_revision_id: str | None = None
+    agent_proof: str = "claimed"
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    revision_id: str
+    node_id: str
+    revision: int
+    parent_revision: int | None
+    kind: str
+    version: str
+    agent_id: str | None
+    model: str | None
+    summary: str
+    changes: list[dict[str, Any]]
+    reverts_revision_id: str | None
+    created_at: str
+    agent_proof: str = "claimed"
+
+
+@dataclass(frozen=True)
+class SyncedRevision:
+    """One revision exactly as the remote mesh has it, with the document it published."""
+
+    row: RevisionRow
+    document_json: str
+    solution_revisions: dict[str, int]
+    solution_hashes: dict[str, str]  # {solution id: behaviour hash} of this document
+
+
+@dataclass(frozen=True)
+class SyncedHead:
+    """A node's row after a sync: the remote's current revision, its status and derived fields."""
+
+    id: str
+    ecosystem: str
+    status: str
+    title: str
+    has_answer: bool
+    signature_hash: str
+    quoted_values: list[str]
+    index: SearchRow
