@@ -53,7 +53,8 @@ class UsageError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="database file (default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)")
+    common.add_argument("--db", help="database file, or postgresql://... for a team's mesh "
+                                     "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)")
     common.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database")
 
     parser = argparse.ArgumentParser(
@@ -297,8 +298,10 @@ async def _doctor(args: argparse.Namespace) -> int:
     """Exit 0 when healthy, 1 with the reasons when not (also when there is no database yet)."""
     from .health import health_lines
 
+    from .store import is_postgres
+
     path = database_path(args)
-    if path != ":memory:" and not Path(path).exists():
+    if path != ":memory:" and not is_postgres(path) and not Path(path).exists():
         print(f"knowmesh-mcp: no database at {path} (any command creates it; or pass --db)", file=sys.stderr)
         return 1
     service = await _open(args)

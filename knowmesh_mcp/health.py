@@ -12,7 +12,7 @@ from typing import Any
 
 from .normalize import NORMALIZER_VERSION
 from .search import SEARCH_INDEX_VERSION
-from .store import Store, migrations
+from .store import Store
 
 
 class Health:
@@ -21,10 +21,10 @@ class Health:
     async def health(self, *, auth: str | None = None) -> dict[str, Any]:
         """The mesh's state; `auth` is the serving mode (None when nothing serves, as for `doctor`)."""
         facts = await self.store.health_facts()
-        latest = max(number for number, _, _ in migrations())
+        latest = facts["latest_schema_version"]  # each backend has its own migration series
         problems = []
         if facts["integrity"] != "ok":
-            problems.append(f"the database fails SQLite's quick check: {facts['integrity']}")
+            problems.append(f"the database fails its integrity check: {facts['integrity']}")
         if facts["schema_version"] < latest:
             problems.append(f"schema version {facts['schema_version']} is older than this code's {latest}: "
                             "open it once with this version to migrate")
@@ -41,6 +41,7 @@ class Health:
             "ok": not problems,
             "problems": problems,
             "database": self.store.path,
+            "backend": facts["backend"],
             "schema_version": facts["schema_version"],
             "latest_schema_version": latest,
             "nodes": facts["nodes"],
@@ -57,7 +58,7 @@ def health_lines(report: dict[str, Any]) -> list[str]:
     syncs = ", ".join(f"{s['remote']} at {s['synced_at']}" for s in report["syncs"]) or "never synced"
     auth = report["auth"] or "not serving (serve --http: off on loopback, required elsewhere)"
     lines = [
-        f"database        {report['database']}",
+        f"database        {report['database']} ({report['backend']})",
         f"schema version  {report['schema_version']} (latest {report['latest_schema_version']})",
         f"nodes           {report['nodes']}",
         f"search index    version {report['search_index_version']}",

@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from . import markdown, next_steps
 from .environment import Environment, env_from_mapping, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
-from .addresses import address_hash, address_secret
+from .addresses import SECRET_ENV, address_hash, address_secret
 from .limits import to_int
 from .evidence import OUTCOMES, Evidence, node_stats
 from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
 from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
-from .store import DuplicateRow, StatsRow, Store, Writer, utc_now
+from .store import DuplicateRow, StatsRow, Store, Writer, is_postgres, utc_now
 
 
 class OutcomeReporting:
@@ -36,6 +38,8 @@ class OutcomeReporting:
         if not address:
             return None
         secret = getattr(self, "_ip_secret", None)
+        if secret is None and is_postgres(self.store.path):
+            secret = self._ip_secret = os.environ.get(SECRET_ENV) or await self._shared_secret()
         if secret is None:
             # A secret an older version kept in the database moves out of it, so hashes stay stable.
             kept = await self.store.get_meta("ip_hash_secret")
@@ -45,6 +49,16 @@ class OutcomeReporting:
                     await tx.delete_meta("ip_hash_secret")
             self._ip_secret = secret  # never changes: read it once
         return address_hash(secret, address)
+
+    async def _shared_secret(self) -> str:
+        """A team's mesh on PostgreSQL: every server must hash an address alike, so the secret is
+        made once in the database they share (under the write lock, so two servers agree)."""
+        async with self.store.write() as tx:
+            secret = await self.store.get_meta("ip_hash_secret")
+            if secret is None:
+                secret = secrets.token_hex(32)
+                await tx.set_meta("ip_hash_secret", secret)
+        return secret
 
     async def check_submission(self, subject: str | None, limit: int) -> None:
         """Rate limit of the spec: `limit` accepted submissions per hour per subject (0: off)."""

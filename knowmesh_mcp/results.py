@@ -627,7 +627,8 @@ class HealthReport(Result):
 
     ok: bool = Field(description="False: see problems")
     problems: list[str] = Field(description="One reason per problem, with what to do")
-    database: str = Field(description="The database path")
+    database: str = Field(description="The database: a file path, or a PostgreSQL URL without its password")
+    backend: Literal["sqlite", "postgresql"] = Field(description="Which store holds the mesh")
     schema_version: int = Field(description="The last migration applied")
     latest_schema_version: int = Field(description="The last migration this code has")
     nodes: int = Field(description="Nodes stored")

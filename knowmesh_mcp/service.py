@@ -59,7 +59,7 @@ from .search import (
     index_row,
     similar_nodes,
 )
-from .store import NewNode, StatsRow, Store, store_dir
+from .store import NewNode, StatsRow, Store, open_store, store_dir
 from .syncing import Syncing
 
 MAX_LIST_LIMIT = 100
@@ -134,7 +134,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
     @classmethod
     async def open(cls, db_path: str | Path, *, seed: bool = True) -> Service:
         """Open (creating and migrating if needed) a database; a new one gets the starter corpus."""
-        store = await Store.open(db_path)
+        store = await open_store(db_path)
         service = cls(store)
         try:
             await service._reindex_if_analysis_changed()

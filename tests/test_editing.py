@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 
 import httpx2
 import pytest
@@ -13,7 +12,6 @@ import pytest
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.service import Service
-from knowmesh_mcp.store import Writer
 
 pytestmark = pytest.mark.anyio
 
@@ -61,17 +59,19 @@ async def test_version_and_revision_are_written_together(node: Service, monkeypa
     """A failure in the middle of publishing leaves neither the new version nor its revision."""
     before = await snapshot(node)
 
-    async def broken(self, *args, **kwargs):
-        raise sqlite3.OperationalError("disk I/O error (simulated, after the version row)")
+    class DiskError(Exception):
+        pass
 
-    original = Writer.write_search_rows
+    async with node.store.write() as tx:
+        writer = type(tx)  # this backend's Writer
+    original = writer.write_search_rows
 
     async def fail_after_version(self, rows, **kwargs):
         await original(self, rows, **kwargs)
-        await broken(self)
+        raise DiskError("disk I/O error (simulated, after the version row)")
 
-    monkeypatch.setattr(Writer, "write_search_rows", fail_after_version)
-    with pytest.raises(sqlite3.OperationalError):
+    monkeypatch.setattr(writer, "write_search_rows", fail_after_version)
+    with pytest.raises(DiskError):
         await patch(node, 1, {"op": "set", "path": "/title", "value": "Never published"})
     monkeypatch.undo()
     assert await snapshot(node) == before

@@ -539,7 +539,9 @@ async def test_a_pair_with_a_merged_node_cannot_be_merged_again(pair: Service, m
     assert await service.store.redirect(third) is None
 
 
-async def test_the_audit_log_is_append_only(service: Service, make_doc, tmp_path):
+async def test_the_audit_log_is_append_only(sqlite_service: Service, make_doc, tmp_path):
+    """The SQLite file refuses it (PostgreSQL's triggers: tests/test_backend_evidence.py)."""
+    service = sqlite_service
     await service.create_node(make_doc())
     await service.set_status(NODE, "verified", actor=Actor("mia", "token", role="maintainer"))
     with sqlite3.connect(tmp_path / "test.db") as db:

@@ -7,6 +7,8 @@ import inspect
 import pytest
 
 from knowmesh_mcp.store import interface, sqlite
+from knowmesh_mcp.store.postgres import PostgresStore
+from knowmesh_mcp.store.postgres_writer import PostgresWriter
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -14,8 +16,11 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
             if not name.startswith("_")}
 
 
-@pytest.mark.parametrize(("protocol", "backend"), [(interface.Store, sqlite.Store), (interface.Writer, sqlite.Writer)])
-def test_the_sqlite_backend_implements_the_interface_exactly(protocol, backend):
+@pytest.mark.parametrize(("protocol", "backend"), [
+    (interface.Store, sqlite.Store), (interface.Writer, sqlite.Writer),
+    (interface.Store, PostgresStore), (interface.Writer, PostgresWriter),
+], ids=["sqlite-store", "sqlite-writer", "postgres-store", "postgres-writer"])
+def test_each_backend_implements_the_interface_exactly(protocol, backend):
     wanted, offered = public_methods(protocol), public_methods(backend)
     assert set(wanted) == set(offered), f"only in the interface: {set(wanted) - set(offered)}; " \
                                         f"only in the backend: {set(offered) - set(wanted)}"

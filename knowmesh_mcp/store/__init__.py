@@ -2,10 +2,11 @@
 transaction). The service and everything above it see only these names and the plain rows they
 return.
 
-`sqlite` is the embedded backend (a personal mesh, and today the only one); a PostgreSQL backend
-for a team's mesh provides the same interface (issue 13), with its migrations in
-`store/postgres/`.
+`sqlite` is the embedded backend (a personal mesh); `postgres` the team backend (issue 13: in
+progress), with its migrations in `store/postgres/`. `open_store` picks one by the target.
 """
+
+from pathlib import Path
 
 from .rows import (
     CandidateText,
@@ -22,7 +23,23 @@ from .rows import (
 )
 from .sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres(target: str | Path) -> bool:
+    return str(target).startswith(POSTGRES_SCHEMES)
+
+
+async def open_store(target: str | Path) -> Store:
+    """The store at `target`: a PostgreSQL URL opens the team backend, anything else a SQLite file."""
+    if is_postgres(target):
+        from .postgres import PostgresStore
+
+        return await PostgresStore.open(str(target))  # type: ignore[return-value]
+    return await Store.open(target)
+
 __all__ = [
     "CandidateText", "DuplicateRow", "Edit", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
-    "SyncedRevision", "TermQuery", "Writer", "consolidated_schema", "migrations", "store_dir", "utc_now",
+    "SyncedRevision", "TermQuery", "Writer", "consolidated_schema", "is_postgres", "migrations", "open_store",
+    "store_dir", "utc_now",
 ]

@@ -4,19 +4,473 @@
 transaction), `NodeWrites` into `postgres_writer.PostgresWriter` (one write transaction:
 `self._all(sql, params)` and `self.connection`, a psycopg AsyncConnection). Same signatures and
 results as `sqlite.Store` / `sqlite.Writer` (see `interface`); values are bound `%s` parameters.
+
+Where SQLite compares and orders node ids byte by byte, PostgreSQL would use the database's
+collation: ids are compared and ordered `COLLATE "C"`, so pages and orders are the same on both.
+The change feed's next number comes from the `change_counter` row, bumped in the same statement
+that moves a node (and only when the node exists), so the numbers match SQLite's
+`max(change_seq) + 1` one for one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .rows import Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow, SyncedHead, SyncedRevision
+from .sqlite import NODE_COLUMNS, REVISION_COLUMNS, STATS_COLUMNS, _node_row, _revision_row, _revision_with_document, utc_now
+
+REVISION_MARKS = ", ".join(["%s"] * len(REVISION_COLUMNS.split(",")))
+
+REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVISION_COLUMNS.split(","))},
+        v.document, v.solution_revisions
+    FROM article_revisions r JOIN node_versions v ON v.version = r.version
+    WHERE r.node_id = %s AND r.revision > %s ORDER BY r.revision"""
+
+# A node's node_stats rows as one JSON array of arrays (STATS_COLUMNS order), in primary-key order as
+# SQLite reads them; `{where}` narrows the rows of node `n`.
+STATS_JSON = f"""(SELECT coalesce(json_agg(json_build_array({STATS_COLUMNS})
+                    ORDER BY solution_id COLLATE "C", solution_revision, cluster COLLATE "C"), '[]'::json)
+                  FROM node_stats s WHERE s.node_id = n.id{{where}})"""
+
+# Move one node (`WHERE id = %s`, the first parameter) to the end of the change feed while setting
+# `{sets}` (their parameters follow); the counter moves only when the node exists.
+UPDATE_NODE = """WITH target AS (SELECT pk FROM nodes WHERE id = %s),
+         seq AS (UPDATE change_counter SET value = value + 1 WHERE EXISTS (SELECT 1 FROM target) RETURNING value)
+    UPDATE nodes SET {sets}change_seq = (SELECT value FROM seq) WHERE pk IN (SELECT pk FROM target)"""
+
+
+def _stats_values(values: Sequence[Any]) -> list[Any]:
+    """One stats array read back from JSON with SQLite's types (JSON has no float/int distinction)."""
+    (solution_id, solution_revision, cluster, solved, failed, sample_size, success_score, failure_state,
+     answer_state, solved_agents, failed_agents, last_verified) = values
+    return [solution_id, int(solution_revision), cluster, float(solved), float(failed), int(sample_size),
+            float(success_score), failure_state, answer_state, int(solved_agents), int(failed_agents), last_verified]
+
+
+def _stats_json(rows: Sequence[Sequence[Any]]) -> str:
+    """The stats column of `changes_after`, as SQLite's json_group_array writes it (compact)."""
+    return json.dumps([_stats_values(values) for values in rows], ensure_ascii=False, separators=(",", ":"))
 
 
 class NodeReads:
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    async def get_node(self, node_id: str) -> NodeRow | None:
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.id = %s""",
+            (node_id,),
+        )
+        return _node_row(rows[0]) if rows else None
+
+    async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
+        """A node with its node_stats rows and its count of failed attempts, in one round trip."""
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS}, {STATS_JSON.format(where="")},
+                  (SELECT count(*) FROM failures WHERE node_id = n.id)
+                FROM nodes n JOIN node_versions v ON v.version = n.current_version WHERE n.id = %s""",
+            (node_id,),
+        )
+        if not rows:
+            return None
+        return _node_row(rows[0]), [StatsRow(*_stats_values(values)) for values in rows[0][12]], int(rows[0][13])
+
+    async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
+        if not pks:
+            return []
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.pk = ANY(%s::bigint[])""",
+            (list(pks),),
+        )
+        by_pk = {row.pk: row for row in map(_node_row, rows)}
+        return [by_pk[pk] for pk in pks if pk in by_pk]
+
+    async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
+        """(document, solution revisions, created_at) of one pinned version of a node."""
+        rows = await self._fetchall(
+            "SELECT document, solution_revisions, created_at FROM node_versions WHERE node_id = %s AND version = %s",
+            (node_id, version),
+        )
+        return (json.loads(rows[0][0]), json.loads(rows[0][1]), rows[0][2]) if rows else None
+
+    async def revision_of_version(self, node_id: str, version: str) -> int:
+        """The latest article revision that published `version`."""
+        rows = await self._fetchall(
+            "SELECT max(revision) FROM article_revisions WHERE node_id = %s AND version = %s", (node_id, version)
+        )
+        return int(rows[0][0] or 1)
+
+    async def list_nodes(
+        self, *, ecosystem: str | None, after_id: str | None, limit: int
+    ) -> list[NodeRow]:
+        """Current, non-deprecated nodes in id order, after `after_id`."""
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.status != 'deprecated'
+                  AND (%(ecosystem)s::text IS NULL OR n.ecosystem = %(ecosystem)s::text)
+                  AND (%(after)s::text IS NULL OR n.id COLLATE "C" > %(after)s::text)
+                ORDER BY n.id COLLATE "C" LIMIT %(limit)s""",
+            {"ecosystem": ecosystem, "after": after_id, "limit": limit},  # type: ignore[arg-type]
+        )
+        return [_node_row(row) for row in rows]
+
+    async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
+        """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
+        rows = await self._fetchall(
+            """SELECT ecosystem, count(*), count(*) FILTER (WHERE has_answer = 0) FROM nodes
+               WHERE status != 'deprecated' GROUP BY ecosystem ORDER BY ecosystem COLLATE "C" """
+        )
+        return [(row[0], int(row[1]), int(row[2])) for row in rows]
+
+    async def count_nodes(self) -> int:
+        rows = await self._fetchall("SELECT count(*) FROM nodes")
+        return int(rows[0][0])
+
+    async def count_changes_after(self, seq: int) -> int:
+        rows = await self._fetchall("SELECT count(*) FROM nodes WHERE change_seq > %s", (seq,))
+        return int(rows[0][0])
+
+    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
+        node-wide stats as JSON rows, last feedback id) of nodes written after `seq`, in write order."""
+        rows = await self._fetchall(
+            f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
+                       n.current_revision, n.has_answer,
+                       {STATS_JSON.format(where=" AND s.solution_id != '' AND s.cluster != ''")},
+                       (SELECT coalesce(max(f.id), 0) FROM feedback f WHERE f.node_id = n.id)
+                FROM nodes n WHERE n.change_seq > %s ORDER BY n.change_seq LIMIT %s""",
+            (seq, limit),
+        )
+        return [(int(row[0]), *row[1:8], int(row[8]), _stats_json(row[9]), int(row[10])) for row in rows]
+
+    async def revisions(self, node_id: str) -> list[RevisionRow]:
+        rows = await self._fetchall(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = %s ORDER BY revision", (node_id,)
+        )
+        return [_revision_row(row) for row in rows]
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
+        return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+
+    async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """{node id: (the last revision known identical here and on `remote`, i.e. the merge base;
+        the remote's last feedback id copied here)} of the nodes synced before."""
+        if not node_ids:
+            return {}
+        rows = await self._fetchall(
+            "SELECT node_id, revision, evidence_after FROM synced_nodes WHERE remote = %s AND node_id = ANY(%s::text[])",
+            (remote, list(node_ids)),
+        )
+        return {row[0]: (int(row[1]), int(row[2])) for row in rows}
+
+    async def sync_cursor(self, remote: str) -> str | None:
+        rows = await self._fetchall("SELECT cursor FROM sync_state WHERE remote = %s", (remote,))
+        return rows[0][0] if rows else None
+
+    async def sync_conflicts(self, node_id: str | None = None) -> list[dict[str, Any]]:
+        rows = await self._fetchall(
+            """SELECT id, remote, node_id, base_revision, remote_revision, local_revisions, both_changed, kept_revision,
+                      created_at FROM sync_conflicts WHERE %s::text IS NULL OR node_id = %s::text ORDER BY id""",
+            (node_id, node_id),
+        )
+        keys = ("id", "remote", "node_id", "base_revision", "remote_revision", "local_revisions", "both_changed",
+                "kept_revision", "created_at")
+        return [{**dict(zip(keys, row)), "id": int(row[0]), "local_revisions": json.loads(row[5]),
+                 "both_changed": json.loads(row[6])} for row in rows]
+
+    async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
+        """The document an article revision published."""
+        rows = await self._fetchall(
+            """SELECT v.document FROM article_revisions r JOIN node_versions v ON v.version = r.version
+               WHERE r.node_id = %s AND r.revision = %s""",
+            (node_id, revision),
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
+        """(document, status, version) of every node in id order."""
+        after = ""
+        while True:
+            rows = await self._fetchall(
+                """SELECT n.id, v.document, n.status, n.current_version FROM nodes n
+                   JOIN node_versions v ON v.version = n.current_version
+                   WHERE n.id COLLATE "C" > %s::text ORDER BY n.id COLLATE "C" LIMIT %s""",
+                (after, batch),
+            )
+            for row in rows:
+                yield json.loads(row[1]), row[2], row[3]
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    async def redirect(self, node_id: str) -> str | None:
+        """The canonical node a merged node answers with, or None."""
+        rows = await self._fetchall("SELECT canonical_id FROM node_redirects WHERE node_id = %s", (node_id,))
+        return rows[0][0] if rows else None
 
 
 class NodeWrites:
     connection: Any
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    if TYPE_CHECKING:  # the search index's (pg_search.SearchWrites); every node write calls it
+        async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None: ...
+
+    async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            async with self.connection.cursor() as cursor:
+                await cursor.executemany(sql, rows)
+
+    async def _update_node(self, node_id: str, sets: str, values: Sequence[Any] = ()) -> None:
+        """Set `sets` ("column = %s, ..." with `values`) on a node and move it to the end of the change feed."""
+        await self.connection.execute(UPDATE_NODE.format(sets=f"{sets}, " if sets else ""), (node_id, *values))
+
+    async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
+        """(current revision, current document, status) read inside the write transaction."""
+        rows = await self._all(
+            """SELECT n.current_revision, v.document, n.status FROM nodes n
+               JOIN node_versions v ON v.version = n.current_version WHERE n.id = %s""",
+            (node_id,),
+        )
+        return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
+
+    async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]:
+        rows = await self._all(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE node_id = %s AND revision > %s ORDER BY revision",
+            (node_id, revision),
+        )
+        return [_revision_row(row) for row in rows]
+
+    async def revision(self, revision_id: str) -> RevisionRow | None:
+        rows = await self._all(f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = %s", (revision_id,))
+        return _revision_row(rows[0]) if rows else None
+
+    async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:
+        """{solution id: {behaviour hash: revision}} of every behaviour a solution ever had."""
+        known: dict[str, dict[str, int]] = {}
+        for solution_id, digest, revision in await self._all(
+            "SELECT solution_id, behavior_hash, revision FROM solution_revisions WHERE node_id = %s", (node_id,)
+        ):
+            known.setdefault(solution_id, {})[digest] = revision
+        return known
+
+    async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
+        """(token hash, used_at) of a revision's undo token."""
+        rows = await self._all("SELECT token_hash, used_at FROM undo_tokens WHERE revision_id = %s", (revision_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    async def spend_undo_token(self, revision_id: str) -> bool:
+        """Mark a token used; False when another undo spent it first."""
+        cursor = await self.connection.execute(
+            "UPDATE undo_tokens SET used_at = %s WHERE revision_id = %s AND used_at IS NULL", (utc_now(), revision_id)
+        )
+        return cursor.rowcount == 1
+
+    async def set_node_status(self, node_id: str, status: str) -> None:
+        """A maintainer's status change; the node moves to the end of the change feed."""
+        await self._update_node(node_id, "status = %s", (status,))
+
+    async def insert_redirect(self, node_id: str, canonical_id: str, action_id: int) -> None:
+        """`node_id` now answers with `canonical_id`; nodes merged into `node_id` follow it there too."""
+        await self.connection.execute(
+            "INSERT INTO node_redirects (node_id, canonical_id, action_id, created_at) VALUES (%s, %s, %s, %s)",
+            (node_id, canonical_id, action_id, utc_now()),
+        )
+        await self.connection.execute(
+            "UPDATE node_redirects SET canonical_id = %s WHERE canonical_id = %s", (canonical_id, node_id)
+        )
+
+    async def redirect(self, node_id: str) -> str | None:
+        rows = await self._all("SELECT canonical_id FROM node_redirects WHERE node_id = %s", (node_id,))
+        return rows[0][0] if rows else None
+
+    async def apply_edit(self, edit: Edit) -> str:
+        """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
+        now = utc_now()
+        await self._update_node(
+            edit.node_id,
+            """title = %s, current_version = %s, current_revision = %s, has_answer = %s,
+               signature_hash = %s, quoted_values = %s, updated_at = %s""",
+            (edit.title, edit.version, edit.revision, int(edit.has_answer), edit.signature_hash,
+             json.dumps(edit.quoted_values, ensure_ascii=False), now),
+        )
+        await self.connection.execute(
+            """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (%s, %s, %s, %s, %s) ON CONFLICT (version) DO NOTHING""",
+            (edit.version, edit.node_id, edit.document_json, json.dumps(edit.solution_revisions), now),
+        )
+        await self.connection.execute(
+            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES ({REVISION_MARKS})",
+            (edit.revision_id, edit.node_id, edit.revision, edit.revision - 1, edit.kind, edit.version,
+             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now, edit.agent_proof),
+        )
+        await self.connection.execute(
+            "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (%s, %s)", (edit.revision_id, edit.undo_token_hash)
+        )
+        await self._many(
+            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (%s, %s, %s, %s, %s)""",
+            [(edit.node_id, sid, revision, digest, now) for sid, revision, digest in edit.new_solution_revisions],
+        )
+        await self.write_search_rows([(edit.node_id, edit.index)])
+        return now
+
+    async def current_revision(self, node_id: str) -> int:
+        rows = await self._all("SELECT current_revision FROM nodes WHERE id = %s", (node_id,))
+        return int(rows[0][0]) if rows else 0
+
+    async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """{id: current version} of those ids that exist."""
+        if not ids:
+            return {}
+        rows = await self._all("SELECT id, current_version FROM nodes WHERE id = ANY(%s::text[])", (list(ids),))
+        return {row[0]: row[1] for row in rows}
+
+    async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
+        """{id: pk} of those ids that exist (what the index rows are keyed by)."""
+        if not ids:
+            return {}
+        rows = await self._all("SELECT id, pk FROM nodes WHERE id = ANY(%s::text[])", (list(ids),))
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
+        """Insert new nodes with their first version, revision 1, solution revisions and index rows."""
+        if not nodes:
+            return
+        now = utc_now()
+        ((last_seq,),) = await self._all(
+            "UPDATE change_counter SET value = value + %s RETURNING value", (len(nodes),)
+        )
+        first_seq = int(last_seq) - len(nodes) + 1
+        await self._many(
+            """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision,
+                   has_answer, signature_hash, quoted_values, created_at, updated_at, change_seq)
+               VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)""",
+            [
+                (n.id, n.ecosystem, n.status, n.title, n.version, int(n.has_answer), n.signature_hash,
+                 json.dumps(n.quoted_values, ensure_ascii=False), now, now, first_seq + i)
+                for i, n in enumerate(nodes)
+            ],
+        )
+        await self._many(
+            """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (%s, %s, %s, %s, %s) ON CONFLICT (version) DO NOTHING""",
+            [(n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now) for n in nodes],
+        )
+        await self._many(
+            """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
+                   agent_id, model, summary, changes, created_at, agent_proof)
+               VALUES (%s, %s, 1, NULL, %s, %s, %s, %s, %s, %s, %s, %s)""",
+            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now, n.agent_proof)
+             for n in nodes],
+        )
+        await self._many(
+            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (%s, %s, %s, %s, %s)""",
+            [(n.id, sid, n.solution_revisions[sid], digest, now)
+             for n in nodes for sid, digest in n.solution_hashes.items()],
+        )
+        await self.write_search_rows([(n.id, n.index) for n in nodes], fresh=True)
+
+    async def touch_node(self, node_id: str) -> None:
+        """Move a node to the end of the change feed (new evidence), leaving its content alone."""
+        await self._update_node(node_id, "")
+
+    # -- sync -------------------------------------------------------------------------------
+
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+        return [_revision_with_document(row) for row in await self._all(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+
+    async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
+        await self.connection.execute(
+            """INSERT INTO synced_nodes (remote, node_id, revision) VALUES (%s, %s, %s)
+               ON CONFLICT (remote, node_id) DO UPDATE SET revision = excluded.revision""",
+            (remote, node_id, revision),
+        )
+
+    async def set_evidence_synced(self, remote: str, node_id: str, after: int) -> None:
+        await self.connection.execute(
+            "UPDATE synced_nodes SET evidence_after = %s WHERE remote = %s AND node_id = %s", (after, remote, node_id)
+        )
+
+    async def set_sync_cursor(self, remote: str, cursor: str) -> None:
+        await self.connection.execute(
+            """INSERT INTO sync_state (remote, cursor, synced_at) VALUES (%s, %s, %s)
+               ON CONFLICT (remote) DO UPDATE SET cursor = excluded.cursor, synced_at = excluded.synced_at""",
+            (remote, cursor, utc_now()),
+        )
+
+    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
+                             conflict: dict[str, Any]) -> int:
+        """Move local revisions into a new sync_conflicts row (documents included) and out of history,
+        with the solution revision numbers only they used (the remote's take those numbers)."""
+        row = {**conflict, "node_id": node_id, "created_at": utc_now()}  # column names: the caller's constants
+        ((conflict_id,),) = await self._all(
+            f"INSERT INTO sync_conflicts ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))}) RETURNING id",
+            list(row.values()),
+        )
+        conflict_id = int(conflict_id)
+        ids = [(revision_id,) for revision_id in revision_ids]
+        await self._many("INSERT INTO moved_revisions (revision_id, conflict_id) VALUES (%s, %s)",
+                         [(i, conflict_id) for (i,) in ids])
+        await self._many("UPDATE failures SET archived_at = NULL, archived_by = NULL WHERE archived_by = %s", ids)
+        await self._many("DELETE FROM undo_tokens WHERE revision_id = %s", ids)
+        for solution_id, revision in await self._all(
+            "SELECT solution_id, revision FROM solution_revisions WHERE node_id = %s", (node_id,)
+        ):
+            if revision > keep_solution_revisions.get(solution_id, 0):
+                await self.connection.execute(
+                    "DELETE FROM solution_revisions WHERE node_id = %s AND solution_id = %s AND revision = %s",
+                    (node_id, solution_id, revision),
+                )
+        # One statement: moved revisions may refer to each other.
+        await self.connection.execute("DELETE FROM article_revisions WHERE revision_id = ANY(%s::text[])",
+                                      (list(revision_ids),))
+        return conflict_id
+
+    async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
+        await self.connection.execute("UPDATE sync_conflicts SET kept_revision = %s WHERE id = %s", (revision, conflict_id))
+
+    async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
+        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current."""
+        last = revisions[-1].row
+        values = (head.status, head.title, last.version, last.revision, int(head.has_answer), head.signature_hash,
+                  json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
+        if fresh:
+            await self.connection.execute(
+                """WITH seq AS (UPDATE change_counter SET value = value + 1 RETURNING value)
+                   INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
+                       signature_hash, quoted_values, updated_at, created_at, change_seq)
+                   SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, value FROM seq""",
+                (head.id, head.ecosystem, *values, revisions[0].row.created_at),
+            )
+        else:
+            await self._update_node(
+                head.id,
+                """status = %s, title = %s, current_version = %s, current_revision = %s, has_answer = %s,
+                   signature_hash = %s, quoted_values = %s, updated_at = %s""",
+                values,
+            )
+        await self._many(
+            """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
+               VALUES (%s, %s, %s, %s, %s) ON CONFLICT (version) DO NOTHING""",
+            [(r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at) for r in revisions],
+        )
+        await self._many(
+            f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES ({REVISION_MARKS})",
+            [(r.revision_id, head.id, r.revision, r.parent_revision, r.kind, r.version, r.agent_id, r.model, r.summary,
+              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at, r.agent_proof)
+             for r in (s.row for s in revisions)],
+        )
+        await self._many(
+            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
+               VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+            [(head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
+             for r in revisions for sid, digest in r.solution_hashes.items()],
+        )
+        await self.write_search_rows([(head.id, head.index)], fresh=fresh)

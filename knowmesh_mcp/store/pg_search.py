@@ -4,19 +4,307 @@
 transaction), `SearchWrites` into `postgres_writer.PostgresWriter` (one write transaction:
 `self._all(sql, params)` and `self.connection`, a psycopg AsyncConnection). Same signatures and
 results as `sqlite.Store` / `sqlite.Writer` (see `interface`); values are bound `%s` parameters.
+
+How FTS5 maps onto PostgreSQL here:
+
+- **Term queries.** Each of our terms reaches the database only as a bound parameter of
+  `phraseto_tsquery('simple', %s)`, which runs it through the text *parser* (as `to_tsvector` does
+  for the indexed text), never the tsquery parser: `'`, `&`, `|`, `!`, `:*`, `(`, `\\` are
+  separators there, not operators, so a term cannot add an operator, a negation, a prefix match or
+  a weight label (FTS5's `"..."` quoting does the same in SQLite). The per-term queries are joined
+  by `||` (any) in SQL text made only of our constants; "every" is one `terms @@ q` conjunct per
+  term, so a term without any token matches nothing, as an empty FTS5 phrase in an AND does.
+- **Ranking.** `ts_rank` over the weighted vectors, A (title) 1.0, B (signature) 0.5, C (article)
+  0.1, normalized by document length: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
+  queries return the lowest `node_pk`s, as an unranked FTS5 query returns the lowest rowids.
+- **Trigrams.** FTS5's trigram table matches rows whose case-folded templates contain a trigram;
+  here `templates ILIKE ANY(patterns)` (pg_trgm's GIN index serves ILIKE), each pattern a gram with
+  LIKE's `%`, `_` and `\\` escaped, so a gram is only ever a literal substring (and, as in FTS5, a
+  string under three characters matches nothing).
+- **Document frequencies** (fts5vocab 'row' in SQLite: rows holding a term) live in `term_counts`,
+  kept by `write_search_rows` in the indexing transaction from the same tokens fts5vocab counts:
+  the distinct whitespace-separated keys of title, signature and article (`analysis` makes every
+  key one unicode61 token), and the distinct case-folded three-character windows of `grams` (what
+  FTS5's trigram tokenizer indexes, whitespace and newlines included). They are read from the
+  table on every call (primary-key probes), never cached in the process: several servers share
+  the database, and a count cached by one would miss another's writes.
+- **Candidate texts** are cached per node version (bounded LRU, as in SQLite): a node's indexed
+  text changes only with its version, so a kept text is right on every server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from .rows import CandidateText, SearchRow, TermQuery
+
+CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
+                     "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
+CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
+
+# ts_rank's weights, in its {D, C, B, A} order: article (C) 0.1, signature (B) 0.5, title (A) 1.0.
+RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
+TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
+PHRASE = "phraseto_tsquery('simple', %s)"
+
+
+def search_terms(row: SearchRow) -> set[str]:
+    """The distinct tokens node_search holds for a row: what fts5vocab's `search_terms` counts."""
+    return {*row.title.split(), *row.signature.split(), *row.article.split()}
+
+
+def _fold(text: str) -> str:
+    """Lowercase character by character, keeping the length (FTS5's trigram tokenizer folds so)."""
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
+
+
+def gram_terms(grams: str) -> set[str]:
+    """The distinct trigrams FTS5's trigram tokenizer indexes for `grams`: what `gram_terms` counts."""
+    text = _fold(grams)
+    return {text[i:i + 3] for i in range(len(text) - 2)}
+
+
+def like_pattern(gram: str) -> str:
+    """A LIKE pattern matching `gram` anywhere, and nothing else: its wildcards are escaped."""
+    return "%" + gram.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
+    """The subquery (node_pk, rank) of one term channel and its parameters, in text order."""
+    terms = list(query.terms)
+    if query.table == "grams":
+        # FTS5's trigram table matches nothing for a string under three characters.
+        patterns = [like_pattern(term) for term in terms if len(term) >= 3]
+        if query.ranked:
+            rank = "(SELECT count(*) FROM unnest(%s::text[]) AS p (pattern) WHERE g.templates ILIKE p.pattern)"
+            return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE g.templates ILIKE ANY (%s::text[]) "
+                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [patterns, patterns, query.limit])
+        return ("SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE g.templates ILIKE ANY (%s::text[]) "
+                "ORDER BY g.node_pk LIMIT %s", [patterns, query.limit])
+    table = TERM_TABLES[query.table]
+    if query.every:
+        where = " AND ".join(f"t.terms @@ {PHRASE}" for _ in terms)
+        combined = "(" + " && ".join(PHRASE for _ in terms) + ")"
+    else:
+        where = f"t.terms @@ ({' || '.join(PHRASE for _ in terms)})"
+        combined = "(" + " || ".join(PHRASE for _ in terms) + ")"
+    if query.ranked:
+        return (f"SELECT t.node_pk, ts_rank({RANK_WEIGHTS}, t.terms, {combined}, 1) AS rank FROM {table} t "
+                f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*terms, *terms, query.limit])
+    return f"SELECT t.node_pk, 0 AS rank FROM {table} t WHERE {where} ORDER BY t.node_pk LIMIT %s", [*terms, query.limit]
 
 
 class SearchReads:
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
+
+    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
+                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
+        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
+
+        As SQLite's: the signature channel reads the nodes with the query's quoted values, then
+        generic ones, then the rest, `2 * signature_limit` rows at most; every term channel is
+        bounded by its limit. Rows come back in each part's order (`part`, `ord`), so the first
+        `signature_limit` distinct signature nodes are the ones SQLite keeps.
+        """
+        parts: list[str] = []
+        params: list[Any] = []
+        if hashes:
+            hashes = list(hashes)
+            parts.append("""SELECT 0 AS part, row_number() OVER (ORDER BY arm, hash COLLATE "C", node_pk, source) AS ord,
+                      'signature'::text AS channel, node_pk, hash FROM
+                  (SELECT * FROM
+                      (SELECT 1 AS arm, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND quoted_values = %s
+                       UNION ALL
+                       SELECT 2, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 0
+                       UNION ALL
+                       SELECT 3, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 1) AS arms
+                   ORDER BY arm, hash COLLATE "C", node_pk, source LIMIT %s) AS s""")
+            params += [hashes, json.dumps(list(quoted), ensure_ascii=False), hashes, hashes, 2 * signature_limit]
+        for number, query in enumerate(queries, start=1):
+            if query.terms:
+                sql, values = _term_channel(query)
+                parts.append(f"SELECT {number} AS part, row_number() OVER (ORDER BY rank DESC, node_pk) AS ord, "
+                             f"%s::text AS channel, node_pk, NULL::text AS hash FROM ({sql}) AS c{number}")
+                params += [query.channel, *values]
+        if not parts:
+            return []
+        rows = await self._fetchall(
+            "SELECT m.channel, m.node_pk, m.hash, n.current_version FROM ("
+            + " UNION ALL ".join(f"({part})" for part in parts)
+            + ") AS m JOIN nodes n ON n.pk = m.node_pk ORDER BY m.part, m.ord", params)
+        signature: dict[int, tuple[str, str]] = {}
+        others: dict[tuple[str, int], str] = {}
+        for channel, pk, hashed, version in rows:
+            if channel == "signature":
+                if len(signature) < signature_limit:
+                    signature.setdefault(pk, (hashed, version))
+            else:
+                others[(channel, pk)] = version
+        return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
+                + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+
+    def _candidate_cache(self) -> OrderedDict[int, tuple[str, CandidateText]]:
+        cache = self.__dict__.get("_candidate_texts")
+        if cache is None:
+            cache = self.__dict__.setdefault("_candidate_texts", OrderedDict())
+        return cache
+
+    async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
+        """The indexed text of each node of `versions` ({pk: current version}), in that order.
+
+        Texts are read once per node version and kept (a node's text changes only with its
+        version, so a kept text is never stale, on any number of servers).
+        """
+        cache = self._candidate_cache()
+        missing = [pk for pk, version in versions.items() if cache.get(pk, (None,))[0] != version]
+        if missing:
+            rows = await self._fetchall(
+                f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
+                    JOIN node_search s ON s.node_pk = i.node_pk WHERE i.node_pk = ANY (%s::bigint[])""",
+                [missing],
+            )
+            for row in rows:
+                cache[row[0]] = (row[-1], CandidateText(*row[:-1]))
+            while len(cache) > CANDIDATE_CACHE:
+                cache.popitem(last=False)
+        found = []
+        for pk, version in versions.items():
+            entry = cache.get(pk)
+            if entry is not None and entry[0] == version:
+                cache.move_to_end(pk)
+                found.append(entry[1])
+        return found
+
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
+        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out.
+
+        Read from `term_counts` on every call (primary-key probes; nothing cached in the process,
+        so every server of a mesh sees every write at once).
+        """
+        words, trigrams = list(dict.fromkeys(terms)), list(dict.fromkeys(grams))
+        if not words and not trigrams:
+            return {}, {}
+        rows = await self._fetchall(
+            """SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
+               UNION ALL
+               SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])""",
+            [words, trigrams])
+        counted = {(kind, term): int(doc) for kind, term, doc in rows}
+        return ({term: n for term in words if (n := counted.get(("term", term), 0))},
+                {gram: n for gram in trigrams if (n := counted.get(("gram", gram), 0))})
+
+    async def indexed_node_count(self) -> int:
+        """The number of nodes BM25's document frequencies are relative to: the highest node pk, as
+        in SQLite (one probe of the primary key; read on every call, not cached)."""
+        rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
+        return int(rows[0][0])
 
 
 class SearchWrites:
     connection: Any
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
+        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
+        owners: dict[str, list[tuple[list[str], str]]] = {}
+        hashes = list(hashes)
+        if not hashes:
+            return owners
+        for digest, quoted, node_id in await self._all(
+            'SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash = ANY (%s::text[]) ORDER BY id COLLATE "C"',
+            [hashes],
+        ):
+            owners.setdefault(digest, []).append((json.loads(quoted), node_id))
+        return owners
+
+    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
+        """The node whose normalized signature and quoted values both match, if any."""
+        for values, node_id in (await self.signature_owners([signature_hash])).get(signature_hash, []):
+            if values == quoted:
+                return node_id
+        return None
+
+    async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
+        """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""
+        pairs = list(hashes)
+        if pairs:
+            async with self.connection.cursor() as cursor:
+                await cursor.executemany("UPDATE nodes SET signature_hash = %s WHERE id = %s", pairs)
+
+    async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None:
+        """(Re)write the index rows of existing nodes; `fresh` nodes have none to remove first.
+
+        `term_counts` moves with them: the old row's distinct terms and trigrams are counted down,
+        the new row's up, in this transaction.
+        """
+        if not rows:
+            return
+        ids = [node_id for node_id, _ in rows]
+        found = await self._all("SELECT id, pk FROM nodes WHERE id = ANY (%s::text[])", [ids])
+        pks = {node_id: int(pk) for node_id, pk in found}
+        keys = [pks[node_id] for node_id in ids]  # KeyError for a node that does not exist, as in SQLite
+        delta: Counter[tuple[str, str]] = Counter()
+        if not fresh:
+            for title, signature, article in await self._all(
+                    "SELECT title, signature, article FROM node_search WHERE node_pk = ANY (%s::bigint[])", [keys]):
+                delta.update(("term", term) for term in {*title.split(), *signature.split(), *article.split()})
+            for (templates,) in await self._all("SELECT templates FROM node_grams WHERE node_pk = ANY (%s::bigint[])", [keys]):
+                delta.update(("gram", gram) for gram in gram_terms(templates))
+            delta = Counter({key: -n for key, n in delta.items()})
+            for table in ("node_search", "node_heads", "node_grams", "node_signatures", "node_index"):
+                await self._all(f"DELETE FROM {table} WHERE node_pk = ANY (%s::bigint[])", [keys])
+        for _, row in rows:
+            delta.update(("term", term) for term in search_terms(row))
+            delta.update(("gram", gram) for gram in gram_terms(row.grams))
+        searched = [row for _, row in rows]
+        await self._all(
+            """INSERT INTO node_search (node_pk, title, signature, article)
+               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])""",
+            [keys, [r.title for r in searched], [r.signature for r in searched], [r.article for r in searched]])
+        await self._all(
+            "INSERT INTO node_heads (node_pk, title, signature) SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[])",
+            [keys, [r.title for r in searched], [r.signature for r in searched]])
+        await self._all("INSERT INTO node_grams (node_pk, templates) SELECT * FROM unnest(%s::bigint[], %s::text[])",
+                        [keys, [r.grams for r in searched]])
+        signatures = [(digest, source, int(r.specific), pk) for pk, r in zip(keys, searched)
+                      for digest, source in r.signature_hashes]
+        if signatures:
+            await self._all(
+                """INSERT INTO node_signatures (hash, node_pk, source, quoted_values, specific)
+                   SELECT d.hash, n.pk, d.source, n.quoted_values, d.specific
+                   FROM unnest(%s::text[], %s::text[], %s::smallint[], %s::bigint[]) AS d (hash, source, specific, pk)
+                   JOIN nodes n ON n.pk = d.pk
+                   ON CONFLICT DO NOTHING""",
+                [list(column) for column in zip(*signatures)])
+        await self._all(
+            """INSERT INTO node_index (node_pk, templates, title_terms, template_terms, slug_terms, value_terms, value_shapes)
+               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])""",
+            [keys, [r.template for r in searched], [r.title for r in searched], [r.template_terms for r in searched],
+             [r.slug_terms for r in searched], [r.value_terms for r in searched], [r.value_shapes for r in searched]])
+        await self._count_terms(delta)
+
+    async def _count_terms(self, delta: Counter[tuple[str, str]]) -> None:
+        """Apply document-frequency changes to term_counts; counts that reach 0 are removed."""
+        up = sorted(key for key, n in delta.items() if n > 0)
+        down = sorted(key for key, n in delta.items() if n < 0)
+        if up:
+            await self._all(
+                """INSERT INTO term_counts (kind, term, doc)
+                   SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])
+                   ON CONFLICT (kind, term) DO UPDATE SET doc = term_counts.doc + EXCLUDED.doc""",
+                [[k for k, _ in up], [t for _, t in up], [delta[key] for key in up]])
+        if down:
+            kinds, terms, counts = [k for k, _ in down], [t for _, t in down], [delta[key] for key in down]
+            await self._all(
+                """UPDATE term_counts c SET doc = greatest(c.doc + d.n, 0)
+                   FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS d (kind, term, n)
+                   WHERE c.kind = d.kind AND c.term = d.term""", [kinds, terms, counts])
+            await self._all(
+                """DELETE FROM term_counts c USING unnest(%s::text[], %s::text[]) AS d (kind, term)
+                   WHERE c.kind = d.kind AND c.term = d.term AND c.doc = 0""", [kinds, terms])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..errors import DatabaseUnusable
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
 from .pg_search import SearchReads
@@ -98,9 +99,17 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
+        """Connect, migrate and open the pool; an unreachable server or a refused login is one
+        `DatabaseUnusable` line naming the URL (without its password)."""
+        import psycopg
         from psycopg_pool import AsyncConnectionPool
 
-        applied = await migrate(url)
+        try:
+            applied = await migrate(url)
+        except psycopg.OperationalError as error:
+            reason = str(error).strip().splitlines()[-1].strip() if str(error).strip() else type(error).__name__
+            raise DatabaseUnusable(shown_url(url), f"cannot open the PostgreSQL database {shown_url(url)}: {reason}",
+                                   status=503, code="database_unavailable") from None
         pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True})
         await pool.open()
         async with pool.connection() as connection:

@@ -296,11 +296,13 @@ class Writer:
         return int(rows[0][0]) if rows else None
 
     async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
-        cursor = await self.connection.execute(
-            """INSERT INTO dedupe_tasks (node_id, candidate_id, reason, created_by, status, created_at)
-               VALUES (?, ?, ?, ?, 'open', ?)""",
-            (node_id, candidate_id, reason, agent_id, utc_now()),
-        )
+        """Raises `DuplicateRow` when the pair already has a task."""
+        with unique_rule_as_duplicate():
+            cursor = await self.connection.execute(
+                """INSERT INTO dedupe_tasks (node_id, candidate_id, reason, created_by, status, created_at)
+                   VALUES (?, ?, ?, ?, 'open', ?)""",
+                (node_id, candidate_id, reason, agent_id, utc_now()),
+            )
         return int(cursor.lastrowid or 0)
 
     async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
@@ -1121,7 +1123,8 @@ class Store:
         (integrity,), = await self._fetchall("PRAGMA quick_check(1)")
         meta = dict(await self._fetchall(
             "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))  # type: ignore[arg-type]
-        return {"schema_version": int(schema), "nodes": int(nodes), "indexed_nodes": int(indexed),
+        return {"schema_version": int(schema), "latest_schema_version": max(n for n, _, _ in migrations()),
+                "backend": "sqlite", "nodes": int(nodes), "indexed_nodes": int(indexed),
                 "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
                 "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs], "integrity": integrity,
                 "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}

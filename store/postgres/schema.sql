@@ -254,7 +254,7 @@ CREATE TABLE public.node_versions (
 
 CREATE TABLE public.nodes (
     pk bigint NOT NULL,
-    id text NOT NULL,
+    id text NOT NULL COLLATE pg_catalog."C",
     ecosystem text NOT NULL,
     status text NOT NULL,
     title text NOT NULL,

@@ -1,0 +1,309 @@
+"""The search index on both backends: the same rows written to SQLite (FTS5) and PostgreSQL
+(tsvector, pg_trgm, term_counts) answer alike: document frequencies, signature owners, channel
+matches, candidate texts, the indexed node count, and whole searches. Node rows are inserted
+directly with SQL (the node writes are tested elsewhere); the index rows are `search.index_row`'s,
+as the service writes them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from knowmesh_mcp.normalize import quoted_values, signature_hash
+from knowmesh_mcp.search import QueryPlan, _grams, find, index_row
+from knowmesh_mcp.store import TermQuery
+
+pytestmark = pytest.mark.anyio
+
+NODE_COLUMNS = ("pk, id, ecosystem, status, title, current_version, current_revision, has_answer, signature_hash, "
+                "quoted_values, created_at, updated_at, change_seq")
+
+CORPUS: list[dict[str, Any]] = [
+    {"id": "python/module-not-found-venv", "ecosystem": "python",
+     "title": "ModuleNotFoundError although the package is installed",
+     "error": "ModuleNotFoundError: No module named 'requests'"},
+    {"id": "python/no-module-cv2-opencv", "ecosystem": "python",
+     "title": "No module named cv2 after installing opencv",
+     "error": "ModuleNotFoundError: No module named 'cv2'"},
+    {"id": "node/eaddrinuse-port", "ecosystem": "node",
+     "title": "Port already in use when starting the dev server",
+     "error": "Error: listen EADDRINUSE: address already in use :::3000"},
+    {"id": "python/permission-denied-site", "ecosystem": "python",
+     "title": "PermissionError writing to site-packages",
+     "error": "PermissionError: [Errno 13] Permission denied: '/usr/lib/python3/site.py'"},
+    {"id": "rust/borrow-mutable-immutable", "ecosystem": "rust",
+     "title": "Cannot borrow as mutable because it is also borrowed as immutable",
+     "error": "error[E0502]: cannot borrow `x` as mutable because it is also borrowed as immutable"},
+    {"id": "docker/no-space-left", "ecosystem": "docker",
+     "title": "Docker build fails with no space left on device",
+     "error": "write /var/lib/docker/tmp/x: no space left on device"},
+    {"id": "git/not-a-repository", "ecosystem": "git",
+     "title": "fatal: not a git repository",
+     "error": "fatal: not a git repository (or any of the parent directories): .git"},
+    {"id": "python/ssl-certificate-verify", "ecosystem": "python",
+     "title": "SSL certificate verify failed behind a proxy",
+     "error": "ssl.SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"},
+]
+
+QUERIES = [
+    "ModuleNotFoundError: No module named 'cv2'",
+    "ModuleNotFoundError: No module named 'numpy'",
+    "Error: listen EADDRINUSE: address already in use :::8080",
+    "modul not foudn eror",
+    "no space left on device",
+    "certificate verify failed",
+    "cannot borrow as mutable",
+    "fatal: not a git repository",
+    "permission denied site packages",
+    "Traceback (most recent call last):\n  File \"x.py\", line 1\nModuleNotFoundError: No module named 'requests'",
+]
+
+
+def documents(make_doc) -> list[dict[str, Any]]:
+    return [make_doc(**spec) for spec in CORPUS]
+
+
+async def insert_nodes(stores: dict[str, Any], docs: list[dict[str, Any]], first_pk: int = 1) -> None:
+    """The nodes rows (the same pks on both backends), then their index rows as a new node's."""
+    rows = [(first_pk + i, d["id"], d["ecosystem"], "draft", d["title"], f"v1-{d['id']}", 1, 0,
+             signature_hash(d["signature"]["error"]), json.dumps(quoted_values(d["signature"]["error"]), ensure_ascii=False),
+             "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z", first_pk + i) for i, d in enumerate(docs)]
+    for backend, mark in (("sqlite", "?"), ("postgres", "%s")):
+        async with stores[backend].write() as tx:
+            for row in rows:
+                await tx.connection.execute(
+                    f"INSERT INTO nodes ({NODE_COLUMNS}) VALUES ({', '.join([mark] * len(row))})", row)
+            await tx.write_search_rows([(d["id"], index_row(d)) for d in docs], fresh=True)
+
+
+async def set_version(stores: dict[str, Any], node_id: str, version: str) -> None:
+    for backend, mark in (("sqlite", "?"), ("postgres", "%s")):
+        async with stores[backend].write() as tx:
+            await tx.connection.execute(f"UPDATE nodes SET current_version = {mark} WHERE id = {mark}", (version, node_id))
+
+
+async def rewrite(stores: dict[str, Any], docs: list[dict[str, Any]], *, fresh: bool = False) -> None:
+    for store in stores.values():
+        async with store.write() as tx:
+            await tx.write_search_rows([(d["id"], index_row(d)) for d in docs], fresh=fresh)
+
+
+async def vocabularies(stores: dict[str, Any]) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+    """Every term's and every trigram's document frequency, as each backend keeps them."""
+    sqlite, postgres = stores["sqlite"], stores["postgres"]
+    return {
+        "sqlite": (dict(await sqlite._fetchall("SELECT term, doc FROM search_terms")),
+                   dict(await sqlite._fetchall("SELECT term, doc FROM gram_terms"))),
+        "postgres": (dict(await postgres._fetchall("SELECT term, doc FROM term_counts WHERE kind = 'term'")),
+                     dict(await postgres._fetchall("SELECT term, doc FROM term_counts WHERE kind = 'gram'"))),
+    }
+
+
+async def assert_frequencies_alike(stores: dict[str, Any], probes: list[str], grams: list[str]) -> None:
+    whole = await vocabularies(stores)
+    assert whole["sqlite"][0] == whole["postgres"][0]
+    assert whole["sqlite"][1] == whole["postgres"][1]
+    assert whole["sqlite"][0] and whole["sqlite"][1]
+    answers = {name: await store.document_frequencies(probes, grams) for name, store in stores.items()}
+    assert answers["sqlite"] == answers["postgres"]
+    assert list(answers["sqlite"][0]) == list(answers["postgres"][0])  # same order: the order asked in
+
+
+def probe_terms(docs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    terms = [term for d in docs for term in index_row(d).title.split()] + ["absentterm", "modul", "instal"]
+    grams = [g for query in QUERIES for g in _grams(QueryPlan.of(query).mains[0])] + ["zzq", "mod", "Mod"]
+    return terms, grams
+
+
+async def test_document_frequencies_alike_after_inserts_replacements_and_rebuilds(both_stores, make_doc):
+    docs = documents(make_doc)
+    terms, grams = probe_terms(docs)
+    await insert_nodes(both_stores, docs[:5])
+    await assert_frequencies_alike(both_stores, terms, grams)
+
+    await insert_nodes(both_stores, docs[5:], first_pk=6)
+    await assert_frequencies_alike(both_stores, terms, grams)
+
+    # Edits: new titles and errors replace terms and trigrams; one term leaves the index entirely.
+    edited = [make_doc(**{**CORPUS[0], "title": "Interpreter mismatch hides the zebrafish package",
+                          "error": "ModuleNotFoundError: No module named 'zebrafish'"}),
+              make_doc(**{**CORPUS[6], "title": "Not a repository: quokka", "error": "fatal: quokka is not a repository"})]
+    await rewrite(both_stores, edited)
+    after_edit, _ = await both_stores["postgres"].document_frequencies(["zebrafish", "quokka", "git"])
+    assert after_edit["zebrafish"] == 1 and after_edit["quokka"] == 1
+    await assert_frequencies_alike(both_stores, [*terms, "zebrafish", "quokka"], grams)
+
+    # The same rows written again (a rebuild after an index version change) leave every count alone.
+    current = [edited[0], *docs[1:6], edited[1], docs[7]]
+    await rewrite(both_stores, current)
+    await assert_frequencies_alike(both_stores, terms, grams)
+
+    # Back to the original documents: counts return to what the first inserts made.
+    await rewrite(both_stores, docs)
+    await assert_frequencies_alike(both_stores, terms, grams)
+    (gone, _), = [await both_stores["postgres"].document_frequencies(["zebrafish", "quokka"])]
+    assert gone == {}
+    (left,) = await both_stores["postgres"]._fetchall("SELECT count(*) FROM term_counts WHERE doc = 0")
+    assert left == (0,)
+
+
+async def test_a_fresh_write_counts_from_nothing_and_a_failed_write_counts_nothing(both_stores, make_doc):
+    docs = documents(make_doc)
+    terms, grams = probe_terms(docs)
+    await insert_nodes(both_stores, docs[:3])
+    before = await vocabularies(both_stores)
+    for store in both_stores.values():
+        with pytest.raises(Exception):
+            async with store.write() as tx:
+                await tx.write_search_rows([(docs[0]["id"], index_row(docs[3]))])
+                raise RuntimeError("rolled back")
+    assert await vocabularies(both_stores) == before
+    await insert_nodes(both_stores, docs[3:], first_pk=4)
+    await assert_frequencies_alike(both_stores, terms, grams)
+
+
+async def test_indexed_node_count_alike(both_stores, make_doc):
+    assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 0, "postgres": 0}
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs[:4])
+    assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 4, "postgres": 4}
+    await insert_nodes(both_stores, docs[4:], first_pk=5)
+    assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 8, "postgres": 8}
+
+
+async def test_signature_owners_duplicate_of_and_set_signature_hashes_alike(both_stores, make_doc):
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    hashes = {signature_hash(d["signature"]["error"]) for d in docs} | {"0" * 64}
+    module = signature_hash(docs[0]["signature"]["error"])
+    results: dict[str, Any] = {}
+    for name, store in both_stores.items():
+        async with store.write() as tx:
+            owners = await tx.signature_owners(iter(hashes))
+            duplicates = [await tx.duplicate_of(module, ["requests"]), await tx.duplicate_of(module, ["cv2"]),
+                          await tx.duplicate_of(module, ["numpy"]), await tx.duplicate_of("0" * 64, [])]
+            await tx.set_signature_hashes(iter([("f" * 64, docs[2]["id"]), ("f" * 64, docs[3]["id"])]))
+            moved = await tx.signature_owners(["f" * 64, signature_hash(docs[2]["signature"]["error"])])
+            nothing = await tx.signature_owners([])
+        results[name] = (owners, duplicates, moved, nothing)
+    assert results["sqlite"] == results["postgres"]
+    owners, duplicates, moved, nothing = results["postgres"]
+    assert [node_id for _, node_id in owners[module]] == ["python/module-not-found-venv", "python/no-module-cv2-opencv"]
+    assert duplicates == ["python/module-not-found-venv", "python/no-module-cv2-opencv", None, None]
+    assert [node_id for _, node_id in moved["f" * 64]] == [docs[2]["id"], docs[3]["id"]] and nothing == {}
+
+
+def as_set(matches: list[tuple[str, int, str | None, str]]) -> set[tuple[str, int, str | None, str]]:
+    return set(matches)
+
+
+async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores, make_doc):
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    sqlite, postgres = both_stores["sqlite"], both_stores["postgres"]
+    cases: list[tuple[list[str], list[str], int, list[TermQuery]]] = []
+    for query in QUERIES:
+        plan = QueryPlan.of(query)
+        cases.append(([h for h, _ in plan.hashes], list(plan.quoted), 20, []))
+        cases.append(([h for h, _ in plan.hashes], list(plan.quoted), 1, []))  # the limit keeps the same first node
+        terms = [*plan.terms.decisive, *plan.terms.context, *plan.terms.words]
+        grams = _grams(plan.mains[0])
+        for limit in (2, 20):
+            for ranked in (False, True):
+                cases.append(([], [], 0, [
+                    TermQuery("terms", "search", terms[:16], limit, ranked=ranked),
+                    TermQuery("every", "search", terms[:2], limit, every=True, ranked=ranked),
+                    TermQuery("heads", "heads", terms[:16], limit, ranked=ranked),
+                    TermQuery("grams", "grams", grams[:24], limit, ranked=ranked),
+                ]))
+    cases.append(([], [], 0, [TermQuery("terms", "search", ["modul"], 20), TermQuery("every", "search", ["modul", "cv2"], 20, every=True),
+                              TermQuery("heads", "heads", ["eaddrinus", "port"], 20), TermQuery("grams", "grams", ["le ", "pac"], 20),
+                              TermQuery("none", "search", [], 20)]))
+    found_any = 0
+    for hashes, quoted, limit, queries in cases:
+        on_sqlite = await sqlite.channel_matches(hashes, quoted, limit, queries)
+        on_postgres = await postgres.channel_matches(hashes, quoted, limit, queries)
+        unranked_or_all = all(not q.ranked for q in queries)
+        if unranked_or_all:
+            assert on_sqlite == on_postgres, (hashes, queries)  # same rows, same order
+        else:
+            # Ranked queries rank differently (bm25 against ts_rank); with a limit above the
+            # match count both return every match.
+            limited = any(q.limit < 20 for q in queries)
+            if not limited:
+                assert as_set(on_sqlite) == as_set(on_postgres), queries
+            else:  # the top `limit` may differ, never how many each channel returns
+                assert Counter(m[0] for m in on_sqlite) == Counter(m[0] for m in on_postgres), queries
+        found_any += len(on_postgres)
+    assert found_any > 100
+    assert await postgres.channel_matches([], [], 20, []) == []
+
+
+async def test_whole_searches_find_and_rank_alike(both_stores, make_doc):
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    answered = 0
+    for query in QUERIES:
+        plan = QueryPlan.of(query)
+        ranked = {name: [(c.text.id, sorted(c.channels)) for c in await find(store, plan)]
+                  for name, store in both_stores.items()}
+        assert ranked["sqlite"] == ranked["postgres"], query
+        answered += bool(ranked["postgres"])
+    assert answered >= len(QUERIES) - 2
+
+
+async def test_candidate_texts_alike_and_read_again_for_a_new_version(both_stores, make_doc):
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    versions = {pk: f"v1-{d['id']}" for pk, d in reversed(list(enumerate(docs, start=1)))}
+    versions[99] = "v1-missing"
+    versions[3] = "an older version"
+    texts = {name: await store.candidate_texts(versions) for name, store in both_stores.items()}
+    assert texts["sqlite"] == texts["postgres"]
+    assert [t.pk for t in texts["postgres"]] == [8, 7, 6, 5, 4, 2, 1]  # asked order; stale and missing left out
+    again = await both_stores["postgres"].candidate_texts(versions)  # from the cache now
+    assert again == texts["postgres"]
+
+    edited = make_doc(**{**CORPUS[1], "title": "OpenCV wheels missing for the interpreter"})
+    await rewrite(both_stores, [edited])
+    await set_version(both_stores, edited["id"], "v2")
+    versions[2] = "v2"
+    texts = {name: await store.candidate_texts(versions) for name, store in both_stores.items()}
+    assert texts["sqlite"] == texts["postgres"]
+    (second,) = [t for t in texts["postgres"] if t.pk == 2]
+    assert "opencv" in second.title.split() and second.title == index_row(edited).title
+
+
+SYNTAX = ["a'b", "'", "''", "foo & bar", "x | y", "!python", "modul:*", "pack:*", "(modul", "modul)", "back\\slash", "\\",
+          "a:A", "instal:B", "<->", "python <-> instal", "!", "&", "|", ":*", "()", "%", "_", "a%b", "_od", "\\%", "\x01"]
+
+
+async def test_terms_with_tsquery_and_like_syntax_neither_error_nor_match_wrongly(both_stores, make_doc):
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    sqlite, postgres = both_stores["sqlite"], both_stores["postgres"]
+    for term in SYNTAX:
+        for queries in ([TermQuery("terms", "search", [term], 20)], [TermQuery("terms", "search", [term, "cv2"], 20)],
+                        [TermQuery("every", "search", [term, "modul"], 20, every=True)],
+                        [TermQuery("heads", "heads", [term], 20, ranked=True)],
+                        [TermQuery("grams", "grams", [term], 20)], [TermQuery("grams", "grams", [term, "cv2"], 20, ranked=True)]):
+            on_sqlite = as_set(await sqlite.channel_matches([], [], 0, queries))
+            on_postgres = as_set(await postgres.channel_matches([], [], 0, queries))
+            assert on_sqlite == on_postgres, (term, queries)
+        frequencies = await postgres.document_frequencies([term], [term])
+        assert frequencies == await sqlite.document_frequencies([term], [term]), term
+
+    def ids(matches):
+        return {docs[pk - 1]["id"] for _, pk, _, _ in matches}
+
+    # Operators stay text: no negation, no prefix match, no OR/AND smuggled in, no LIKE wildcard.
+    every_python = await postgres.channel_matches([], [], 0, [TermQuery("terms", "search", ["!python"], 20)])
+    assert ids(every_python) == ids(await postgres.channel_matches([], [], 0, [TermQuery("terms", "search", ["python"], 20)]))
+    assert await postgres.channel_matches([], [], 0, [TermQuery("terms", "search", ["pack:*"], 20)]) == []  # `packag` exists
+    assert await postgres.channel_matches([], [], 0, [TermQuery("terms", "search", ["cv2 | eaddrinus"], 20)]) == []
+    assert await postgres.channel_matches([], [], 0, [TermQuery("grams", "grams", ["_od"], 20)]) == []  # "mod" exists
+    assert await postgres.channel_matches([], [], 0, [TermQuery("grams", "grams", ["n%e"], 20)]) == []
+    assert await postgres.channel_matches([], [], 0, [TermQuery("every", "search", ["!", "modul"], 20, every=True)]) == []
