@@ -1,0 +1,132 @@
+"""A team's mesh: three `serve --http` servers, each with its own process state, on one PostgreSQL
+database. Whatever server an agent reaches, it sees one mesh: races are decided once, evidence
+counts across servers, the change feed has one strict order."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+import httpx2
+import pytest
+
+from knowmesh_mcp.http_app import build_app
+
+from conftest import serving
+
+pytestmark = pytest.mark.anyio
+
+NODE = "python/module-not-found-venv"  # a starter node
+LINUX = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
+
+
+async def three_servers(stack: AsyncExitStack, url: str) -> list[httpx2.AsyncClient]:
+    clients = []
+    for _ in range(3):  # each app opens its own Service (its own pool and caches) on the database
+        base = await stack.enter_async_context(serving(build_app(db_path=url, seed=True, write_limit=0, with_mcp=False)))
+        clients.append(await stack.enter_async_context(httpx2.AsyncClient(base_url=base, timeout=30)))
+    return clients
+
+
+async def test_twenty_racing_patches_over_three_servers_have_one_winner(pg_database: str):
+    async with AsyncExitStack() as stack:
+        servers = await three_servers(stack, pg_database)
+        base = (await servers[0].get(f"/v1/nodes/{NODE}/article")).json()["revision"]
+
+        async def patch(n: int) -> httpx2.Response:
+            return await servers[n % 3].patch(f"/v1/nodes/{NODE}/article", json={
+                "base_revision": base, "summary": f"racer {n}", "agent": {"id": f"racer-{n}"},
+                "ops": [{"op": "set", "path": "/content/context", "value": f"edited by racer {n}"}]})
+
+        answers = await asyncio.gather(*(patch(n) for n in range(20)))
+        statuses = sorted(a.status_code for a in answers)
+        assert statuses == [200] + [409] * 19, statuses
+        assert {a.json()["error"]["code"] for a in answers if a.status_code == 409} == {"revision_conflict"}
+        winner = next(a.json() for a in answers if a.status_code == 200)
+        for server in servers:
+            history = (await server.get(f"/v1/nodes/{NODE}/article/revisions")).json()["revisions"]
+            assert [r["revision"] for r in history] == list(range(1, base + 2)), "no gaps, no second winner"
+            read = (await server.get(f"/v1/nodes/{NODE}")).json()
+            assert read["revision"] == winner["revision"] and read["content"]["context"].startswith("edited by racer")
+
+
+async def test_the_evidence_loop_across_three_servers(pg_database: str):
+    """Reports reach different servers; every server serves the same states at once."""
+    async with AsyncExitStack() as stack:
+        servers = await three_servers(stack, pg_database)
+        answer = (await servers[0].get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
+        solution = answer["content"]["solutions"][0]["id"]
+
+        def report(outcome: str, agent: str) -> dict:
+            body = {"node": NODE, "solution": solution, "outcome": outcome, "env": LINUX, "agent": {"id": agent}}
+            if outcome == "solved":
+                body["evidence"] = {"verify": "python -c 'import requests'", "exit_code": 0}
+            else:
+                body["reason"] = "still fails"
+            return body
+
+        async def states() -> set[str]:
+            reads = [(await s.get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
+                     for s in servers]
+            return {r["answer_state"] for r in reads}
+
+        for n, agent in enumerate(("s1", "s2")):
+            assert (await servers[n].post("/v1/feedback", json=report("solved", agent))).status_code == 202
+        assert await states() == {"verified"}
+        first = (await servers[1].post("/v1/feedback", json=report("failed", "f1"))).json()
+        second = (await servers[2].post("/v1/feedback", json=report("failed", "f2"))).json()
+        assert (first["failure_state"], second["failure_state"]) == ("reported_failed", "known_failed")
+        assert second["counts"]["failed_agents"] == 2, "a report on one server counts with one on another"
+        for server in servers:
+            hidden = (await server.get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
+            assert hidden["content"]["solutions"] == [] and hidden["no_known_working_solution"] is True
+        again = await servers[0].post("/v1/feedback", json=report("failed", "f2"))
+        assert again.status_code == 409 and again.json()["error"]["code"] == "duplicate_report"
+        await servers[0].post("/v1/feedback", json=report("solved", "s3"))
+        cleared = (await servers[1].post("/v1/feedback", json=report("solved", "s4"))).json()
+        assert cleared["failure_state"] == "cleared" and await states() == {"verified"}
+
+
+async def test_the_change_feed_has_one_strict_order_across_servers(pg_database: str, make_doc):
+    async with AsyncExitStack() as stack:
+        servers = await three_servers(stack, pg_database)
+        start = (await servers[0].get("/v1/changes", params={"limit": 1000})).json()
+        cursor = start["next_cursor"]
+        while start["has_more"]:
+            start = (await servers[0].get("/v1/changes", params={"since": cursor, "limit": 1000})).json()
+            cursor = start["next_cursor"]
+        documents = [make_doc(id=f"python/team-{n}", error=f"ModuleNotFoundError: No module named 'team_{n}'")
+                     for n in range(9)]
+        created = await asyncio.gather(*(servers[n % 3].post("/v1/nodes", json=d) for n, d in enumerate(documents)))
+        assert [c.status_code for c in created] == [201] * 9
+        feeds = [(await s.get("/v1/changes", params={"since": cursor})).json()["changes"] for s in servers]
+    assert feeds[0] == feeds[1] == feeds[2], "every server tells the same feed"
+    assert sorted(entry["id"] for entry in feeds[0]) == sorted(d["id"] for d in documents)
+
+
+async def test_the_command_line_takes_a_postgresql_url(pg_database: str, make_doc, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KNOWMESH_DB": pg_database, "KNOWMESH_EMPTY": "1"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+                              env=env, timeout=120, check=False)
+
+    document = tmp_path / "node.json"
+    document.write_text(json.dumps(make_doc()), encoding="utf-8")
+    imported = cli("import", str(document))
+    assert imported.returncode == 0 and imported.stdout.startswith("created 1"), imported.stderr
+    found = cli("search", "ModuleNotFoundError: No module named 'requests'", "--json")
+    assert json.loads(found.stdout)["results"][0]["id"] == make_doc()["id"]
+    checked = cli("doctor")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[0].endswith("(postgresql)") and "nodes           1" in checked.stdout
+    exported = cli("export")
+    assert [json.loads(line)["id"] for line in exported.stdout.splitlines()] == [make_doc()["id"]]
+    env["KNOWMESH_DB"] = "postgresql://nobody@/nowhere?host=" + str(tmp_path)
+    unreachable = cli("doctor")
+    assert unreachable.returncode == 1 and "cannot open the PostgreSQL database" in unreachable.stderr
