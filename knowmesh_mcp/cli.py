@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--token", help="bearer token for the remote (default: $KNOWMESH_TOKEN)")
     sync.add_argument("--json", action="store_true", help="print the sync report as JSON")
 
+    copying = commands.add_parser("copy", help="copy a whole mesh to another database (SQLite file <-> postgresql://...)")
+    copying.add_argument("--from", dest="source", required=True, metavar="PATH_OR_URL", help="the mesh to copy (only read)")
+    copying.add_argument("--to", dest="target", required=True, metavar="PATH_OR_URL",
+                         help="an empty database (a new file is made), or the target of an earlier copy of this mesh")
+    copying.add_argument("--json", action="store_true", help="print the copy report as JSON")
+
     tokens = commands.add_parser("token", parents=[common], help="agent tokens of this mesh (add, list, revoke)")
     token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     token_add = token_commands.add_parser("add", help="make a token bound to AGENT_ID and print it (once)")
@@ -353,7 +359,20 @@ async def _admin(args: argparse.Namespace) -> int:
     return 0
 
 
-def progress_bar(stream: Any) -> Any:
+async def _copy(args: argparse.Namespace) -> int:
+    from .copying import copy_mesh
+
+    bar = progress_bar(sys.stderr, unit="rows")
+    try:
+        report = await copy_mesh(args.source, args.target, progress=bar)
+    finally:
+        if bar:
+            sys.stderr.write("\n")
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
+    return 0
+
+
+def progress_bar(stream: Any, *, unit: str = "nodes") -> Any:
     """A one-line progress bar on a terminal; None (silent) when the stream is a pipe or file."""
     if not stream.isatty():
         return None
@@ -361,7 +380,7 @@ def progress_bar(stream: Any) -> Any:
     def show(done: int, total: int) -> None:
         width = 30
         filled = width * done // total if total else width
-        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} nodes")
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit}")
         stream.flush()
 
     return show
@@ -441,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
         runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync,
-                                  "token": _token, "admin": _admin, "doctor": _doctor}
+                                  "token": _token, "admin": _admin, "doctor": _doctor, "copy": _copy}
         return asyncio.run(runner[args.command](args))
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)

@@ -130,3 +130,24 @@ async def test_the_command_line_takes_a_postgresql_url(pg_database: str, make_do
     env["KNOWMESH_DB"] = "postgresql://nobody@/nowhere?host=" + str(tmp_path)
     unreachable = cli("doctor")
     assert unreachable.returncode == 1 and "cannot open the PostgreSQL database" in unreachable.stderr
+
+
+async def test_copy_moves_a_personal_mesh_into_postgresql_from_the_command_line(pg_database: str, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    personal = str(tmp_path / "personal.db")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+                              env={**os.environ}, timeout=120, check=False)
+
+    assert cli("search", "KeyError", "--db", personal).returncode == 0  # makes the personal mesh (starter corpus)
+    first = cli("copy", "--from", personal, "--to", pg_database)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("copied 177 nodes, 177 revisions") and first.stderr == "", "piped: no bar"
+    again = cli("copy", "--from", personal, "--to", pg_database)
+    assert again.stdout.strip().endswith("(nothing to change)")
+    found = cli("search", "ModuleNotFoundError: No module named 'requests'", "--db", pg_database, "--json")
+    assert '"python/module-not-found-venv"' in found.stdout

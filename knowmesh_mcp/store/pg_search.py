@@ -78,12 +78,17 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     if query.table == "grams":
         # FTS5's trigram table matches nothing for a string under three characters.
         patterns = [like_pattern(term) for term in terms if len(term) >= 3]
+        if not patterns:
+            return "SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE FALSE", []
+        # One ILIKE per pattern, ORed: the pg_trgm GIN index serves each (a BitmapOr); `ILIKE ANY
+        # (array)` cannot use a GIN index and scanned the whole table (44 ms at 10,000 nodes).
+        where = " OR ".join("g.templates ILIKE %s" for _ in patterns)
         if query.ranked:
-            rank = "(SELECT count(*) FROM unnest(%s::text[]) AS p (pattern) WHERE g.templates ILIKE p.pattern)"
-            return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE g.templates ILIKE ANY (%s::text[]) "
-                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [patterns, patterns, query.limit])
-        return ("SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE g.templates ILIKE ANY (%s::text[]) "
-                "ORDER BY g.node_pk LIMIT %s", [patterns, query.limit])
+            rank = " + ".join("(g.templates ILIKE %s)::int" for _ in patterns)
+            return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE {where} "
+                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [*patterns, *patterns, query.limit])
+        return (f"SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE {where} ORDER BY g.node_pk LIMIT %s",
+                [*patterns, query.limit])
     table = TERM_TABLES[query.table]
     if query.every:
         where = " AND ".join(f"t.terms @@ {PHRASE}" for _ in terms)

@@ -24,6 +24,7 @@ import aiosqlite
 
 from ..errors import DatabaseUnusable
 from ..identity import agent_object
+from .interface import CopiedTable, copied_table
 from .rows import (
     CandidateText,
     DuplicateRow,
@@ -165,6 +166,35 @@ REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVIS
 
 def _revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
     return _revision_row(row[:13]), json.loads(row[13]), json.loads(row[14])
+
+
+# -- copying a whole mesh (`copying`): whole rows of the allow-listed `interface.COPIED_TABLES` ---------
+# Table and column names come from that constant only; values are bound parameters.
+
+def copy_select(table: CopiedTable, after: Sequence[Any] | None, until: Sequence[Any] | None,
+                keys: str, mark: str) -> tuple[str, list[Any]]:
+    """SELECT of `table`'s rows with (`keys`) > `after` and <= `until`, in key order; LIMIT is the last parameter."""
+    marks = ", ".join([mark] * len(table.key))
+    where, params = [], []
+    if after is not None:
+        where.append(f"({keys}) > ({marks})")
+        params += list(after)
+    if until is not None:
+        where.append(f"({keys}) <= ({marks})")
+        params += list(until)
+    sql = (f"SELECT {', '.join(table.columns)} FROM {table.name}" + (f" WHERE {' AND '.join(where)}" if where else "")
+           + f" ORDER BY {keys} LIMIT {mark}")
+    return sql, params
+
+
+def copy_update(table: CopiedTable, rows: Sequence[Sequence[Any]], mark: str) -> tuple[str, list[list[Any]]]:
+    """UPDATE of `table`'s mutable columns by key, and the parameters of each whole row."""
+    if not table.mutable:
+        raise ValueError(f"{table.name} rows never change")
+    position = {column: index for index, column in enumerate(table.columns)}
+    sql = (f"UPDATE {table.name} SET {', '.join(f'{c} = {mark}' for c in table.mutable)} "
+           f"WHERE {' AND '.join(f'{k} = {mark}' for k in table.key)}")
+    return sql, [[row[position[c]] for c in (*table.mutable, *table.key)] for row in rows]
 
 
 async def select_in(fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3.Row]]], sql: str,
@@ -515,6 +545,31 @@ class Writer:
             "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    # -- copying a whole mesh ---------------------------------------------------------------
+
+    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
+                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`, read in this transaction."""
+        spec = copied_table(table)
+        sql, params = copy_select(spec, after, until, ", ".join(spec.key), "?")
+        return [tuple(row) for row in await self._all(sql, [*params, limit])]
+
+    async def load_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> int:
+        """INSERT whole rows (in the table's column order, explicit ids included) of one `COPIED_TABLES` table; PostgreSQL's identity and change counter move past them."""
+        spec = copied_table(table)
+        with unique_rule_as_duplicate():
+            await self.connection.executemany(
+                f"INSERT INTO {spec.name} ({', '.join(spec.columns)}) VALUES ({', '.join('?' * len(spec.columns))})",
+                [list(row) for row in rows],
+            )
+        return len(rows)
+
+    async def update_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Set the `mutable` columns of existing rows (whole rows, matched by key) of one `COPIED_TABLES` table."""
+        sql, params = copy_update(copied_table(table), rows, "?")
+        await self.connection.executemany(sql, params)
+        return len(rows)
 
     # -- agent tokens ------------------------------------------------------------------------
 
@@ -1112,6 +1167,18 @@ class Store:
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")
         return int(rows[0][0])
+
+    async def count_rows(self, table: str) -> int:
+        """How many rows one `COPIED_TABLES` table holds."""
+        rows = await self._fetchall(f"SELECT count(*) FROM {copied_table(table).name}")
+        return int(rows[0][0])
+
+    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
+                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`: what a copy reads."""
+        spec = copied_table(table)
+        sql, params = copy_select(spec, after, until, ", ".join(spec.key), "?")
+        return [tuple(row) for row in await self._fetchall(sql, [*params, limit])]
 
     async def health_facts(self) -> dict[str, Any]:
         """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity."""
