@@ -7,7 +7,7 @@ import itertools
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -238,18 +238,26 @@ def postgres_server() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    """An empty database of its own on the test server, dropped afterwards."""
+@contextmanager
+def new_pg_database(server: str) -> Iterator[str]:
+    """An empty database of its own on the test server (its URL), dropped afterwards."""
     import psycopg
 
     name = f"knowmesh_test_{os.getpid()}_{next(_DATABASES)}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
+    with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
-    yield urlunsplit(urlsplit(postgres_server)._replace(path=f"/{name}"))
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    try:
+        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:
+    with new_pg_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ read back through the Service, which must answer exactly as the source does."""
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -20,7 +18,7 @@ from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
 
-from conftest import opened, serving
+from conftest import new_pg_database, opened, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -200,15 +198,8 @@ async def test_writes_after_a_copy_to_postgresql_continue_its_numbering(source, 
 @pytest.fixture
 def second_pg_database(postgres_server: str) -> Iterator[str]:
     """Another empty database on the test server, for a copy from PostgreSQL to PostgreSQL."""
-    import psycopg
-
-    name = f"knowmesh_copy_{os.getpid()}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
-    yield urlunsplit(urlsplit(postgres_server)._replace(path=f"/{name}"))
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with new_pg_database(postgres_server) as url:
+        yield url
 
 
 async def test_postgresql_to_postgresql_and_sqlite_to_sqlite(source, pg_database, second_pg_database, tmp_path):

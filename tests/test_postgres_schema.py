@@ -5,33 +5,21 @@ versions, revisions, feedback and the audit log."""
 from __future__ import annotations
 
 import asyncio
-import itertools
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from knowmesh_mcp.store import postgres
 
+from conftest import new_pg_database
+
 pytestmark = pytest.mark.anyio
-NAMES = itertools.count(1)
-
-
-async def another(postgres_server: str) -> str:
-    """A second fresh database (the `pg_database` fixture gives one per test)."""
-    import psycopg
-
-    name = f"knowmesh_schema_{next(NAMES)}"
-    async with await psycopg.AsyncConnection.connect(postgres_server, autocommit=True) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
-    return urlunsplit(urlsplit(postgres_server)._replace(path=f"/{name}"))
 
 
 async def test_migrations_build_exactly_the_consolidated_schema(postgres_server: str, pg_database: str):
     assert await postgres.migrate(pg_database) == len(postgres.migrations())
-    from_script = await another(postgres_server)
-    await postgres.apply_script(from_script, (postgres.postgres_dir() / "schema.sql").read_text(encoding="utf-8"))
-    migrated, consolidated = await postgres.describe(pg_database), await postgres.describe(from_script)
+    with new_pg_database(postgres_server) as from_script:
+        await postgres.apply_script(from_script, (postgres.postgres_dir() / "schema.sql").read_text(encoding="utf-8"))
+        migrated, consolidated = await postgres.describe(pg_database), await postgres.describe(from_script)
     for part in postgres.DESCRIBE:
         assert migrated[part] == consolidated[part], (
             f"store/postgres/schema.sql differs in its {part}: run `python -m knowmesh_mcp.store.postgres URL`")

@@ -26,7 +26,7 @@ from ..errors import DatabaseUnusable
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
 from .pg_search import SearchReads
-from .sqlite import store_dir, utc_now
+from .sqlite import read_migrations, store_dir, utc_now
 
 if TYPE_CHECKING:
     from .postgres_writer import PostgresWriter
@@ -46,12 +46,8 @@ def postgres_dir() -> Path:
 
 
 def migrations() -> list[tuple[int, str, str]]:
-    """(number, name, SQL) of every Postgres migration, in order."""
-    found = []
-    for path in sorted((postgres_dir() / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")):
-        number, _, name = path.stem.partition("_")
-        found.append((int(number), name, path.read_text(encoding="utf-8")))
-    return found
+    """The PostgreSQL migrations, store/postgres/migrations."""
+    return read_migrations(postgres_dir() / "migrations")
 
 
 async def migrate(conninfo: str) -> int:

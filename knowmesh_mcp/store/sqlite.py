@@ -80,13 +80,18 @@ def split_sql(script: str) -> list[str]:
     return statements
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every file in store/migrations, in order."""
+def read_migrations(folder: Path) -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every NNNN_name.sql file in `folder`, in order."""
     found = []
-    for path in sorted((store_dir() / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")):
+    for path in sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql")):
         number, _, name = path.stem.partition("_")
         found.append((int(number), name, path.read_text(encoding="utf-8")))
     return found
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """The SQLite migrations, store/migrations."""
+    return read_migrations(store_dir() / "migrations")
 
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
