@@ -1,6 +1,7 @@
 """Search quality: the product beside plain BM25, on real pasted output and written queries.
 
     python bench/search_eval.py [--distractors 0,10000] [--split dev,test] [--misses N] [--json]
+                                [--backend sqlite|postgres|both]
 
 The corpus is the starter corpus (`store/starter/`) plus, per run, 0 or more distractor nodes from
 `bench/synthetic.py` (a distractor that would be a right answer to a query, the same error
@@ -16,6 +17,13 @@ recall@1, recall@5 and MRR for both; for the product also env selection (the exp
 given the right node), no-answer rejection (top score < 0.5 or nothing) and calibration (the
 share of top results scoring >= 0.5 that are right). The targets of issue 10 are checked on the
 test half with the largest distractor count. Misses are listed for the dev half only.
+
+`--backend postgres` runs the same queries on PostgreSQL (a private server from
+tests/postgres_server.py, or KNOWMESH_TEST_POSTGRES's; one database per corpus, built by the same
+`build_corpus`; `bench/search_eval_pg.py`); `--backend both` runs both and prints every figure of
+the product side by side (SQLite, PostgreSQL, their difference), flagging a recall@1 difference
+above 0.01 (issue 13), then every query whose answer differs. The BM25 column is the same on both
+(it is the SQLite file's own FTS5 table). The default is SQLite alone, as before.
 
 It is a report: the exit code is 0 whatever the figures. `evaluate()` returns the figures, for
 tests/test_search_eval.py.
@@ -33,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +52,7 @@ for entry in (str(ROOT), str(HERE), str(HERE / "eval")):
         sys.path.insert(0, entry)
 
 import baseline  # noqa: E402
+import search_eval_pg  # noqa: E402
 from check_data import load_queries, thread  # noqa: E402
 
 from knowmesh_mcp import search as search_module  # noqa: E402
@@ -55,6 +65,7 @@ from knowmesh_mcp.tool_output import decisive_lines  # noqa: E402
 OUT = HERE / "out"
 LIMIT = 5
 LIKELY = 0.5  # a score at or above it says "likely the right node"
+BACKENDS = ("sqlite", "postgres", "both")
 KINDS = ("pasted", "raw_error", "traceback", "natural_language", "short_phrase", "env_selection", "confusable",
          "no_answer")
 GROUPS = {
@@ -168,11 +179,13 @@ def corpus(distractors: int) -> Path:
 # --- running -------------------------------------------------------------------------------
 
 
-async def run(path: Path, queries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def run(path: Path, queries: list[dict[str, Any]], target: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every query through the product on `target` (default: the SQLite file `path`) and through
+    the baseline, which always reads `path` (its table lives only in the SQLite file)."""
     import sqlite3
 
     outcomes = []
-    service = await Service.open(path, seed=False)
+    service = await Service.open(path if target is None else target, seed=False)
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         for query in queries:
@@ -228,35 +241,78 @@ def table(outcomes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...] = ("dev", "test")) -> dict[str, Any]:
-    """{"runs": {f"{split}/{distractors}": {row: figures}}, "targets": ..., "misses": [...]}."""
+def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...] = ("dev", "test"),
+             backend: str = "sqlite") -> dict[str, Any]:
+    """{"runs": {f"{split}/{distractors}": {row: figures}}, "targets": ..., "misses": [...]}.
+
+    `backend` "sqlite" (the default) or "postgres": the figures of that backend. "both": the
+    figures are SQLite's, and "backends" holds each backend's report, "compare" them side by side,
+    "differences" the queries the two answer differently, "timings" what each step took.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend is one of {', '.join(BACKENDS)}, not {backend!r}")
+    names = ("sqlite", "postgres") if backend == "both" else (backend,)
     queries = load_queries()
-    report: dict[str, Any] = {"runs": {}, "misses": {}, "counts": {}}
-    for count in distractors:
-        path = corpus(count)
-        with tempfile.TemporaryDirectory(prefix="knowmesh-eval-") as directory:
-            copy = Path(directory) / "eval.db"
-            shutil.copy(path, copy)
+    reports: dict[str, dict[str, Any]] = {name: {"runs": {}, "misses": {}, "counts": {}} for name in names}
+    outcomes_of: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    timings: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in names}
+    with ExitStack() as stack:
+        server = stack.enter_context(search_eval_pg.server()) if "postgres" in names else None
+        for count in distractors:
             started = time.perf_counter()
-            outcomes = asyncio.run(run(copy, queries))
-            report.setdefault("seconds", {})[count] = round(time.perf_counter() - started, 1)
-        for split in splits:
-            chosen = [o for o in outcomes if split_of(o["query"]) == split]
-            report["runs"][f"{split}/{count}"] = table(chosen)
-            report["counts"][split] = len(chosen)
-            if split == "dev":
-                report["misses"][count] = [_miss(o) for o in chosen if _missed(o)]
+            path = corpus(count)
+            sqlite_corpus = round(time.perf_counter() - started, 1)
+            with tempfile.TemporaryDirectory(prefix="knowmesh-eval-") as directory:
+                copy = Path(directory) / "eval.db"
+                shutil.copy(path, copy)
+                for name in names:
+                    target: str | Path = copy
+                    timing = timings[name].setdefault(count, {})
+                    if name == "postgres":
+                        target, built = search_eval_pg.corpus(server, count, _corpus_key(count), build_corpus)
+                        timing["build"] = None if built is None else round(built, 1)
+                    else:
+                        timing["corpus (built, or read from bench/out/)"] = sqlite_corpus
+                    started = time.perf_counter()
+                    outcomes = asyncio.run(run(copy, queries, target))
+                    reports[name].setdefault("seconds", {})[count] = timing["queries"] = round(time.perf_counter() - started, 1)
+                    outcomes_of[name, count] = outcomes
+                    _halves(reports[name], outcomes, count, splits)
+    for part in reports.values():
+        part["targets"] = _targets(part["runs"], distractors)
+    if backend != "both":
+        report = reports[backend]
+        if backend != "sqlite":
+            report["backend"] = backend
+            report["timings"] = timings
+        return report
+    report = {**reports["sqlite"], "backend": "both", "backends": reports, "timings": timings,
+              "compare": search_eval_pg.compare(reports["sqlite"]["runs"], reports["postgres"]["runs"]),
+              "differences": {count: search_eval_pg.differences(outcomes_of["sqlite", count], outcomes_of["postgres", count],
+                                                               split_of, LIKELY) for count in distractors}}
+    return report
+
+
+def _halves(report: dict[str, Any], outcomes: list[dict[str, Any]], count: int, splits: tuple[str, ...]) -> None:
+    for split in splits:
+        chosen = [o for o in outcomes if split_of(o["query"]) == split]
+        report["runs"][f"{split}/{count}"] = table(chosen)
+        report["counts"][split] = len(chosen)
+        if split == "dev":
+            report["misses"][count] = [_miss(o) for o in chosen if _missed(o)]
+
+
+def _targets(runs: dict[str, dict[str, Any]], distractors: tuple[int, ...]) -> dict[str, Any]:
+    targets: dict[str, Any] = {}
     final = f"test/{max(distractors)}"
-    report["targets"] = {}
-    if final in report["runs"]:
-        rows = report["runs"][final]
+    if final in runs:
+        rows = runs[final]
         for name, (row, metric, minimum) in TARGETS.items():
             value = rows.get(row, {}).get(metric)
-            report["targets"][name] = {"value": value, "min": minimum, "pass": value is not None and value >= minimum}
+            targets[name] = {"value": value, "min": minimum, "pass": value is not None and value >= minimum}
         below = [kind for kind, row in rows.items() if "recall@1" in row and row["recall@1"] < row["bm25 recall@1"]]
-        report["targets"]["never below BM25 recall@1 (per kind)"] = {"value": below or "none", "min": "none",
-                                                                    "pass": not below}
-    return report
+        targets["never below BM25 recall@1 (per kind)"] = {"value": below or "none", "min": "none", "pass": not below}
+    return targets
 
 
 def _missed(outcome: dict[str, Any]) -> bool:
@@ -284,7 +340,11 @@ def _f(value: Any) -> str:
 
 
 def render(report: dict[str, Any], misses: int) -> str:
+    if report.get("backend") == "both":
+        return render_both(report, misses)
     lines = []
+    if report.get("backend") == "postgres":
+        lines += ["", "product figures on PostgreSQL (bm25: the baseline table of the SQLite file, as always)"]
     for name, rows in report["runs"].items():
         split, count = name.split("/")
         lines += ["", f"{split} half, {int(count):,} distractors ({report['counts'][split]} queries)"]
@@ -311,6 +371,109 @@ def render(report: dict[str, Any], misses: int) -> str:
             lines.append(f"      expected {miss['expect']}{' [' + miss['expect_solution'] + ']' if miss['expect_solution'] else ''}")
             got = "; ".join(f"{i} {s} {m}{' [' + str(sol) + ']' if sol else ''}" for i, s, m, sol in miss["got"]) or "nothing"
             lines.append(f"      got {got}   bm25: {', '.join(miss['bm25']) or 'nothing'}")
+    if report.get("timings"):
+        lines += ["", *_timing_lines(report["timings"])]
+    return "\n".join(lines)
+
+
+def _d(value: Any) -> str:
+    """A difference: '=' when none, else signed."""
+    if value is None:
+        return "-"
+    return "=" if abs(value) < 1e-12 else f"{value:+.3f}"
+
+
+def _timing_lines(timings: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
+    lines = ["timings (s):"]
+    for backend, counts in timings.items():
+        for count, steps in counts.items():
+            text = ", ".join(f"{step} {'reused' if seconds is None else seconds}" for step, seconds in steps.items())
+            lines.append(f"  {backend:<9}{int(count):>7,} distractors: {text}")
+    return lines
+
+
+def render_both(report: dict[str, Any], misses: int) -> str:
+    """The product's figures on SQLite and on PostgreSQL side by side, per run and row."""
+    compared, tolerance = report["compare"], report["compare"]["tolerance"]
+    lines = ["", f"SQLite beside PostgreSQL: sqlite, pg (postgres), d = pg - sqlite ('=' none); "
+                 f"'!' marks a recall@1 difference above {tolerance}; bm25 is one column (the same on both)"]
+    groups = (("recall@1", "bm25 recall@1"), ("recall@5", "bm25 recall@5"), ("mrr", "bm25 mrr"))
+    others = ("env_accuracy", "rejected", "precision@likely")
+    for name, rows in compared["runs"].items():
+        split, count = name.split("/")
+        lines += ["", f"{split} half, {int(count):,} distractors ({report['counts'][split]} queries)"]
+        top = f"  {'':<36}" + "".join(f"{'-- ' + label + ' ':-<30}" for label in ("recall@1", "recall@5", "MRR"))
+        header = f"  {'kind':<31}{'n':>5}" + f"{'sqlite':>8}{'pg':>7}{'d':>7}{'':2}{'bm25':>6}" * 3
+        lines += [top, header, "  " + "-" * (len(header) - 2)]
+        for kind, row in rows.items():
+            cells = f"  {kind:<31}{row['n']:>5}"
+            for measure, bm25 in groups:
+                entry = row.get(measure, {})
+                diff = entry.get("diff")
+                flag = "!" if measure == "recall@1" and entry and (diff is None or abs(diff) > tolerance + 1e-12) else ""
+                cells += (f"{_f(entry.get('sqlite')):>8}{_f(entry.get('postgres')):>7}{_d(diff):>7}{flag:<2}"
+                          f"{_f(row.get(bm25)):>6}")
+            lines.append(cells)
+        top = f"  {'':<36}" + "".join(f"{'-- ' + label + ' ':-<23}" for label in ("env", "<0.5", "prec"))
+        header = f"  {'kind':<31}{'n':>5}" + f"{'sqlite':>8}{'pg':>7}{'d':>7}{'':1}" * 3
+        lines += ["", top, header, "  " + "-" * (len(header) - 2)]
+        for kind, row in rows.items():
+            if not any(measure in row for measure in others):
+                continue
+            cells = f"  {kind:<31}{row['n']:>5}"
+            for measure in others:
+                entry = row.get(measure, {})
+                cells += f"{_f(entry.get('sqlite')):>8}{_f(entry.get('postgres')):>7}{_d(entry.get('diff')):>7}{'':1}"
+            lines.append(cells)
+    lines += ["", "  env = right answer for the env given the right node; <0.5 = no-answer queries scored below 0.5;",
+              "  prec = share of top results scoring >= 0.5 that are the right node (calibration)"]
+    beyond = compared["recall@1 beyond tolerance"]
+    lines.append("")
+    if beyond:
+        lines.append(f"recall@1 differs by more than {tolerance} on {len(beyond)} row(s):")
+        for b in beyond:
+            n = compared["runs"][b["run"]][b["row"]]["n"]
+            moved = f", {round(b['diff'] * n):+d} of {n} queries" if b["diff"] is not None else ""
+            lines.append(f"  ! {b['run']} {b['row']}: sqlite {_f(b['sqlite'])}, postgres {_f(b['postgres'])} "
+                         f"({_d(b['diff'])}{moved})")
+        lines.append(f"  (one query of a row of n moves its recall@1 by 1/n: above {tolerance} in any row of fewer than "
+                     f"{round(1 / tolerance)} queries)")
+    else:
+        lines.append(f"recall@1: PostgreSQL is within {tolerance} of SQLite on every row of every run")
+    targets = {name: part["targets"] for name, part in report["backends"].items()}
+    if targets["sqlite"]:
+        def mark(target: dict[str, Any]) -> str:
+            value = target.get("value")
+            shown = f"{len(value)} row{'s' if len(value) > 1 else ''}" if isinstance(value, list) else _f(value)
+            return f"{'PASS' if target.get('pass') else 'FAIL'} {shown}"
+
+        lines += ["", f"  {'targets (test half, most distractors)':<39}{'sqlite':<14}{'postgres':<14}min"]
+        for name, target in targets["sqlite"].items():
+            other = targets["postgres"].get(name, {})
+            lines.append(f"  {name:<39}{mark(target):<14}{mark(other):<14}{target['min']}")
+            for backend, part in (("sqlite", target), ("postgres", other)):
+                if isinstance(part.get("value"), list):
+                    lines.append(f"      {backend}: {', '.join(part['value'])}")
+    for count, found in report["differences"].items():
+        listed = found["listed"]
+        lines += ["", f"answers with {int(count):,} distractors, {found['queries']} queries (dev and test): "
+                      f"same top result {found['same top']}, same top 5 {found['same top 5']}, "
+                      f"same top 5 and scores {found['same top 5 and scores']}; largest top-score difference "
+                      f"(same top) {found['largest top score difference (same top)']:.6f}",
+                  f"  queries whose top result, its rightness, its side of {LIKELY} or its answer differ: {len(listed)}"]
+        for item in listed[:misses]:
+            text = re.sub(r"\s*\n\s*", " ⏎ ", item["q"])[:110]
+            lines.append(f"  [{item['split']} {item['kind']}] {item['at']}: {text}")
+            lines.append(f"      expected {item['expect'] or 'no answer'}"
+                         f"{' [' + item['expect_solution'] + ']' if item['expect_solution'] else ''}"
+                         f"{'  env ' + item['env'] if item['env'] else ''}")
+            for backend in ("sqlite", "postgres"):
+                got = "; ".join(f"{i} {s} {m}{' [' + str(sol) + ']' if sol else ''}" for i, s, m, sol in item[backend])
+                right = " (right)" if item[backend + " right"] else ""
+                lines.append(f"      {backend:<9}{got or 'nothing'}{right}")
+        if len(listed) > misses:
+            lines.append(f"  ... {len(listed) - misses} more (--misses N, or --json)")
+    lines += ["", *_timing_lines(report["timings"])]
     return "\n".join(lines)
 
 
@@ -320,10 +483,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="dev,test", help="halves to report: dev, test or both (default)")
     parser.add_argument("--misses", type=int, default=30, help="dev misses to list per run (default 30)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--backend", choices=BACKENDS, default="sqlite",
+                        help="the store the product searches: sqlite (default), postgres (a private server, or "
+                             "KNOWMESH_TEST_POSTGRES), or both, side by side")
     args = parser.parse_args(argv)
     counts = tuple(int(c) for c in args.distractors.split(","))
     splits = tuple(s.strip() for s in args.split.split(","))
-    report = evaluate(counts, splits)
+    report = evaluate(counts, splits, args.backend)
     print(json.dumps(report, indent=1, ensure_ascii=False) if args.json else render(report, args.misses))
     return 0
 

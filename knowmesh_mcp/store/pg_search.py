@@ -14,11 +14,13 @@ How FTS5 maps onto PostgreSQL here:
   a weight label (FTS5's `"..."` quoting does the same in SQLite). The per-term queries are joined
   by `||` (any) in SQL text made only of our constants; "every" is one `terms @@ q` conjunct per
   term, so a term without any token matches nothing, as an empty FTS5 phrase in an AND does.
-- **Ranking.** `ts_rank` over the weighted vectors, A (title) 1.0, B (signature) 0.5, C (article)
-  0.1, normalized by document length: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
+- **Ranking.** Each term's `ts_rank` over the weighted vectors (A title 1.0, B signature 0.5,
+  C article 0.1, normalized by document length), times the term's bm25 idf from `term_counts`,
+  summed: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
   queries return the lowest `node_pk`s, as an unranked FTS5 query returns the lowest rowids.
 - **Trigrams.** FTS5's trigram table matches rows whose case-folded templates contain a trigram;
-  here `templates ILIKE ANY(patterns)` (pg_trgm's GIN index serves ILIKE), each pattern a gram with
+  here one `templates ILIKE pattern` per gram, ORed (pg_trgm's GIN index serves each; ranked by
+  the idf of the grams matched), each pattern a gram with
   LIKE's `%`, `_` and `\\` escaped, so a gram is only ever a literal substring (and, as in FTS5, a
   string under three characters matches nothing).
 - **Document frequencies** (fts5vocab 'row' in SQLite: rows holding a term) live in `term_counts`,
@@ -35,6 +37,7 @@ How FTS5 maps onto PostgreSQL here:
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -72,8 +75,16 @@ def like_pattern(gram: str) -> str:
     return "%" + gram.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
-    """The subquery (node_pk, rank) of one term channel and its parameters, in text order."""
+def idf(nodes: int, holding: int) -> float:
+    """FTS5's bm25 idf of a term held by `holding` of `nodes` rows (clamped as FTS5 clamps it)."""
+    return max(1e-6, math.log((nodes - holding + 0.5) / (holding + 0.5)))
+
+
+def _term_channel(query: TermQuery, rarity: dict[str, float]) -> tuple[str, list[Any]]:
+    """The subquery (node_pk, rank) of one term channel and its parameters, in text order.
+
+    A ranked channel sums each term's (or trigram's) match weighted by its idf, as bm25 does:
+    `ts_rank` alone weighs a common term like a rare one, and kept other rows than FTS5."""
     terms = list(query.terms)
     if query.table == "grams":
         # FTS5's trigram table matches nothing for a string under three characters.
@@ -84,21 +95,23 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
         # (array)` cannot use a GIN index and scanned the whole table (44 ms at 10,000 nodes).
         where = " OR ".join("g.templates ILIKE %s" for _ in patterns)
         if query.ranked:
-            rank = " + ".join("(g.templates ILIKE %s)::int" for _ in patterns)
+            grams = [term for term in terms if len(term) >= 3]
+            rank = " + ".join("%s * (g.templates ILIKE %s)::int" for _ in patterns)
+            weighted = [value for gram, pattern in zip(grams, patterns) for value in (rarity.get(gram, 1.0), pattern)]
             return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE {where} "
-                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [*patterns, *patterns, query.limit])
+                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [*weighted, *patterns, query.limit])
         return (f"SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE {where} ORDER BY g.node_pk LIMIT %s",
                 [*patterns, query.limit])
     table = TERM_TABLES[query.table]
     if query.every:
         where = " AND ".join(f"t.terms @@ {PHRASE}" for _ in terms)
-        combined = "(" + " && ".join(PHRASE for _ in terms) + ")"
     else:
         where = f"t.terms @@ ({' || '.join(PHRASE for _ in terms)})"
-        combined = "(" + " || ".join(PHRASE for _ in terms) + ")"
     if query.ranked:
-        return (f"SELECT t.node_pk, ts_rank({RANK_WEIGHTS}, t.terms, {combined}, 1) AS rank FROM {table} t "
-                f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*terms, *terms, query.limit])
+        rank = " + ".join(f"%s * ts_rank({RANK_WEIGHTS}, t.terms, {PHRASE}, 1)" for _ in terms)
+        weighted = [value for term in terms for value in (rarity.get(term, 1.0), term)]
+        return (f"SELECT t.node_pk, {rank} AS rank FROM {table} t "
+                f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*weighted, *terms, query.limit])
     return f"SELECT t.node_pk, 0 AS rank FROM {table} t WHERE {where} ORDER BY t.node_pk LIMIT %s", [*terms, query.limit]
 
 
@@ -130,9 +143,10 @@ class SearchReads:
                        SELECT 3, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 1) AS arms
                    ORDER BY arm, hash COLLATE "C", node_pk, source LIMIT %s) AS s""")
             params += [hashes, json.dumps(list(quoted), ensure_ascii=False), hashes, hashes, 2 * signature_limit]
+        rarity = await self._rarity([q for q in queries if q.ranked and q.terms])
         for number, query in enumerate(queries, start=1):
             if query.terms:
-                sql, values = _term_channel(query)
+                sql, values = _term_channel(query, rarity.get(query.table == "grams", {}))
                 parts.append(f"SELECT {number} AS part, row_number() OVER (ORDER BY rank DESC, node_pk) AS ord, "
                              f"%s::text AS channel, node_pk, NULL::text AS hash FROM ({sql}) AS c{number}")
                 params += [query.channel, *values]
@@ -152,6 +166,22 @@ class SearchReads:
                 others[(channel, pk)] = version
         return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
                 + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+
+    async def _rarity(self, ranked: Sequence[TermQuery]) -> dict[bool, dict[str, float]]:
+        """{is a trigram channel: {term: idf}} of the ranked channels' terms, in one round trip."""
+        if not ranked:
+            return {}
+        words = sorted({t for q in ranked if q.table != "grams" for t in q.terms})
+        grams = sorted({t for q in ranked if q.table == "grams" for t in q.terms})
+        rows = await self._fetchall(
+            """SELECT 'nodes', '', coalesce(max(node_pk), 0) FROM node_index
+               UNION ALL SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
+               UNION ALL SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])""",
+            [words, grams])
+        nodes = next(int(doc) for kind, _, doc in rows if kind == "nodes")
+        found = {(kind, term): int(doc) for kind, term, doc in rows if kind != "nodes"}
+        return {False: {t: idf(nodes, found.get(("term", t), 0)) for t in words},
+                True: {t: idf(nodes, found.get(("gram", t), 0)) for t in grams}}
 
     def _candidate_cache(self) -> OrderedDict[int, tuple[str, CandidateText]]:
         cache = self.__dict__.get("_candidate_texts")
