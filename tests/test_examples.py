@@ -284,12 +284,9 @@ def fixable(make_doc, tmp_path: Path, node_id: str) -> tuple[dict[str, Any], Pat
 
 
 async def feedback_rows(service, node_id: str) -> list[dict[str, Any]]:
-    async with service.store.write() as tx, tx.connection.execute(
-        "SELECT outcome, agent_id, node_version, solution_revision, cluster, exit_code, reason FROM feedback "
-        "WHERE node_id = ? ORDER BY id", (node_id,)
-    ) as cursor:
-        names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row)) for row in await cursor.fetchall()]
+    names = ("outcome", "agent_id", "node_version", "solution_revision", "cluster", "exit_code", "reason")
+    rows = (await service.list_feedback(node_id))["feedback"]
+    return [{name: row[name] for name in names} for row in rows]
 
 
 async def test_agent_loop_reports_solved_only_once_the_applied_fix_makes_verify_pass(service, base_url, make_doc, tmp_path):

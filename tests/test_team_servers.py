@@ -151,3 +151,19 @@ async def test_copy_moves_a_personal_mesh_into_postgresql_from_the_command_line(
     assert again.stdout.strip().endswith("(nothing to change)")
     found = cli("search", "ModuleNotFoundError: No module named 'requests'", "--db", pg_database, "--json")
     assert '"python/module-not-found-venv"' in found.stdout
+
+
+async def test_text_with_nul_never_gives_a_500_on_postgresql(pg_database: str, make_doc):
+    """PostgreSQL text cannot hold U+0000. Documents are stored as JSON text (NUL escaped), so one in
+    a document round-trips; a raw NUL in a parameter is `400 invalid_text`, never a 500."""
+    async with serving(build_app(db_path=pg_database, seed=False, write_limit=0, with_mcp=False)) as base:
+        async with httpx2.AsyncClient(base_url=base, timeout=30) as client:
+            document = make_doc()
+            document["content"]["symptom"] = "Import fails\u0000 even though pip says it is installed."
+            created = await client.post("/v1/nodes", json=document)
+            read = (await client.get(f"/v1/nodes/{document['id']}")).json()
+            listed = await client.get("/v1/nodes", params={"ecosystem": "py\u0000thon"})
+            searched = await client.get("/v1/search", params={"q": "No module named\u0000 'requests'"})
+    assert created.status_code == 201 and read["content"]["symptom"] == document["content"]["symptom"]
+    assert (listed.status_code, listed.json()["error"]["code"]) == (400, "invalid_text")
+    assert searched.status_code == 200 and searched.json()["results"][0]["id"] == document["id"]

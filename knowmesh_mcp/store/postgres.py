@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import DatabaseUnusable
+from ..errors import DatabaseUnusable, KnowmeshError
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
 from .pg_search import SearchReads
@@ -121,13 +121,29 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         """One transaction, serialized with every other write of the mesh: all of it commits, or none of it does."""
         from .postgres_writer import PostgresWriter
 
-        async with self._pool.connection() as connection, connection.transaction():
-            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            yield PostgresWriter(connection)
+        with nul_as_bad_input():
+            async with self._pool.connection() as connection, connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                yield PostgresWriter(connection)
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        async with self._pool.connection() as connection:
-            return await (await connection.execute(sql, params)).fetchall()
+        with nul_as_bad_input():
+            async with self._pool.connection() as connection:
+                return await (await connection.execute(sql, params)).fetchall()
+
+
+@contextmanager
+def nul_as_bad_input() -> Iterator[None]:
+    """PostgreSQL text cannot hold U+0000 (SQLite's can): a request carrying one is a 400, not a 500."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.DataError as error:
+        if "NUL" not in str(error) and "0x00" not in str(error):
+            raise
+        raise KnowmeshError(400, "invalid_text",
+                            "text may not contain NUL (U+0000) characters on this mesh") from None
 
     # The reads (the Store half of `interface`) are in pg_nodes, pg_search and pg_evidence.
 
