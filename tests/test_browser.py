@@ -1,7 +1,7 @@
 """The pages in a real browser: headless Chromium on a phone-sized window, against a real server.
 
 Checks what only a browser can: hostile node text renders as text and never runs, and the
-pages fit a phone screen without horizontal scrolling. CI installs chromium and chromedriver;
+pages fit a phone screen without horizontal scrolling. scripts/install-test-tools installs chromium and chromedriver;
 when they are missing this test fails (it is never skipped).
 """
 
