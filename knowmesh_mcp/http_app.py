@@ -345,7 +345,7 @@ def build_app(
         writable()
         payload = await json_object(request)
         actor = actor_of(request, payload.get("agent"), auth)
-        undo_token = payload.get("undo_token") if actor.proof == "token" else payload.get("undo_token") or bearer(request)
+        undo_token = payload.get("undo_token") or (None if actor.proof == "token" else bearer(request))
         result = await current().undo_edit(
             request.path_params["revision_id"], undo_token=undo_token,
             agent=payload.get("agent"), summary=payload.get("summary"), actor=actor,

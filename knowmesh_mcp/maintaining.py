@@ -10,7 +10,7 @@ A maintainer is a proven actor with the maintainer role: a maintainer's bearer t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import KnowmeshError, bad_parameter, not_found
 from .identity import Actor, maintainer_required
@@ -19,17 +19,18 @@ from .model import STATUSES
 from .publishing import require_node_id
 from .store import Store, Writer, utc_now
 
+T = TypeVar("T")
 MAX_NOTE = 2000
 ISSUE_RESOLUTIONS = ("closed", "discarded")
 AUDIT_PAGE = 200
 
 
 def check_note(note: Any, *, required: bool = False) -> str | None:
-    if note is None or (isinstance(note, str) and not note.strip() and not required):
+    if note is None or (isinstance(note, str) and not note.strip()):
         if required:
             raise bad_parameter("note", "note is required: say why, for the people who filed it")
         return None
-    if not isinstance(note, str) or not note.strip() or len(note) > MAX_NOTE:
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
         raise bad_parameter("note", f"note must be text of at most {MAX_NOTE} characters")
     return note.strip()
 
@@ -150,15 +151,21 @@ async def follow_redirect(store: Store, node_id: str, status: str) -> None:
         if canonical is not None:
             raise moved(node_id, canonical)
 
-async def read_following_merge(read: Callable[[str], Awaitable[dict[str, Any]]], node_id: str) -> dict[str, Any]:
-    """A read that lands on the canonical node of a merged one, marked `merged_from`: what an agent
-    gets over MCP, which has no 301 to follow."""
+async def following_merge(read: Callable[[str], Awaitable[T]], node_id: str) -> T:
+    """`read(node_id)`, or of its canonical node when it was merged (a `moved` error)."""
     try:
         return await read(node_id)
     except KnowmeshError as error:
         if error.status != 301:
             raise
-        return {**await read(error.top_level["canonical"]["id"]), "merged_from": node_id}
+        return await read(error.top_level["canonical"]["id"])
+
+
+async def read_following_merge(read: Callable[[str], Awaitable[dict[str, Any]]], node_id: str) -> dict[str, Any]:
+    """A read that lands on the canonical node of a merged one, marked `merged_from`: what an agent
+    gets over MCP, which has no 301 to follow."""
+    body = await following_merge(read, node_id)
+    return {**body, "merged_from": node_id} if body["id"] != node_id else body
 
 
 async def refuse_merged(tx: Writer, node_id: str) -> None:

@@ -25,7 +25,7 @@ from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
 from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
-from .store import DuplicateRow, StatsRow, Store, Writer, is_postgres, utc_now
+from .store import DuplicateRow, StatsRow, Store, Writer, utc_now
 
 
 class OutcomeReporting:
@@ -38,7 +38,7 @@ class OutcomeReporting:
         if not address:
             return None
         secret = getattr(self, "_ip_secret", None)
-        if secret is None and is_postgres(self.store.path):
+        if secret is None and self.store.shared:
             secret = self._ip_secret = os.environ.get(SECRET_ENV) or await self._shared_secret()
         if secret is None:
             # A secret an older version kept in the database moves out of it, so hashes stay stable.
@@ -51,8 +51,8 @@ class OutcomeReporting:
         return address_hash(secret, address)
 
     async def _shared_secret(self) -> str:
-        """A team's mesh on PostgreSQL: every server must hash an address alike, so the secret is
-        made once in the database they share (under the write lock, so two servers agree)."""
+        """A database several servers share: every server must hash an address alike, so the secret
+        is made once in the database (under the write lock, so two servers agree)."""
         async with self.store.write() as tx:
             secret = await self.store.get_meta("ip_hash_secret")
             if secret is None:

@@ -20,7 +20,7 @@ import httpx2
 
 from .errors import KnowmeshError, remote_error
 from .identity import Actor, acting
-from .maintaining import read_following_merge
+from .maintaining import following_merge, read_following_merge
 from .publishing import require_node_id
 
 DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
@@ -134,12 +134,10 @@ class RemoteMesh:
         return await read_following_merge(read, node_id)
 
     async def read_markdown(self, node_id: str) -> str:
-        try:
-            return (await self.request("GET", node_path(node_id) + ".md")).text
-        except KnowmeshError as error:
-            if error.status != 301:
-                raise
-            return (await self.request("GET", node_path(error.top_level["canonical"]["id"]) + ".md")).text
+        async def read(wanted: str) -> str:
+            return (await self.request("GET", node_path(wanted) + ".md")).text
+
+        return await following_merge(read, node_id)
 
     async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None,
                               after: Any = None, include: Any = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ text and queries are untrusted: the store quotes every term it puts into MATCH.
 
 from __future__ import annotations
 
+import math
 import hashlib
 import json
 from dataclasses import dataclass, replace
@@ -218,8 +219,13 @@ class QueryPlan:
                    terms=terms)
 
 
+def bm25_idf(nodes: int, holding: int) -> float:
+    """FTS5's bm25 idf of a term held by `holding` of `nodes` rows (clamped as FTS5 clamps it)."""
+    return max(1e-6, math.log((nodes - holding + 0.5) / (holding + 0.5)))
+
+
 def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[str, int], limit: int,
-                  cap: int, budget: int = 0) -> TermQuery:
+                  cap: int, budget: int = 0, *, total: int) -> TermQuery:
     """The cheapest query that finds the nodes sharing the query's rarest terms.
 
     Nodes holding any of the rarest terms, when there are at most `limit` of them: all of them,
@@ -236,7 +242,9 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         chosen.append(term)
         spent += frequencies[term]
     if chosen or not present:
-        return TermQuery(channel, table, chosen, limit, ranked=spent > limit)
+        ranked = spent > limit
+        weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
+        return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights)
     return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1)
 
 
@@ -255,9 +263,9 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
     queries = [
         TermQuery("every", "search", every, EVERY_LIMIT, every=True),
-        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS),
-        channel_query("heads", "heads", heads, frequencies, HEADS_LIMIT, MAX_OR_TERMS),
-        channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS, GRAM_BUDGET),
+        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total),
+        channel_query("heads", "heads", heads, frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total),
+        channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS, GRAM_BUDGET, total=total),
     ]
     by_hash = dict(plan.hashes)
     channels: dict[int, set[str]] = {}
@@ -286,7 +294,8 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     words = query_terms(f"{document['title']}\n{document['signature']['error']}", drop_stopwords=True)
     words = [w for w in words if w not in STOPWORDS]
     frequencies, _ = await store.document_frequencies(words)
-    matches = await store.channel_matches([], [], 0, [channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS)])
+    query = channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS, total=await store.indexed_node_count())
+    matches = await store.channel_matches([], [], 0, [query])
     versions = {pk: version for _, pk, _, version in matches}
     title_keys = index_terms(document["title"])
     scored = []

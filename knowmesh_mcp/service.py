@@ -23,7 +23,7 @@ from typing import Any
 from . import next_steps
 from .access import AgentTokens
 from .health import Health
-from .maintaining import Maintaining, canonical_ref, follow_redirect, read_following_merge
+from .maintaining import Maintaining, canonical_ref, follow_redirect, following_merge, read_following_merge
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
@@ -264,12 +264,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     async def read_markdown(self, node_id: str) -> str:
         """The Markdown article (the MCP resource); a merged node's is its canonical node's."""
-        try:
-            return (await self.read_node(node_id)).markdown()
-        except KnowmeshError as error:
-            if error.status != 301:
-                raise
-            return (await self.read_node(error.top_level["canonical"]["id"])).markdown()
+        return (await following_merge(self.read_node, node_id)).markdown()
 
     async def read_version(self, node_id: str, version: str, request: ReadRequest | None = None) -> ReadResult:
         """GET /v1/nodes/{id}/versions/{version}: an immutable snapshot, cacheable forever."""

@@ -300,6 +300,7 @@ class Store(Protocol):
 
     path: str  # where it is: a file, or a PostgreSQL URL (without its password)
     created: bool  # True when this open made the database (the service then seeds it)
+    shared: bool  # True when several servers may serve it at once (PostgreSQL): process state is not enough
 
     async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
         """Current answers in `failure_state` in some cluster, most reports first."""

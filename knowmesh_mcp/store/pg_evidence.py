@@ -14,7 +14,7 @@ order is asked for explicitly, so both backends list rows alike.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -40,7 +40,7 @@ CURRENT_ANSWER = "(v.solution_revisions::jsonb -> s.solution_id) = to_jsonb(s.so
 
 
 class EvidenceReads:
-    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
 
     async def get_meta(self, key: str) -> str | None:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = %s", (key,))
@@ -230,7 +230,7 @@ class EvidenceReads:
 class EvidenceWrites:
     connection: Any
 
-    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
 
     @asynccontextmanager
     async def _unique(self) -> AsyncIterator[None]:

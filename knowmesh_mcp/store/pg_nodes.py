@@ -15,7 +15,7 @@ that moves a node (and only when the node exists), so the numbers match SQLite's
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .interface import CopiedTable, copied_table
@@ -71,7 +71,7 @@ def _stats_json(rows: Sequence[Sequence[Any]]) -> str:
 
 
 class NodeReads:
-    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
 
     async def get_node(self, node_id: str) -> NodeRow | None:
         rows = await self._fetchall(
@@ -246,7 +246,7 @@ class NodeReads:
 class NodeWrites:
     connection: Any
 
-    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
 
     if TYPE_CHECKING:  # the search index's (pg_search.SearchWrites); every node write calls it
         async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None: ...

@@ -15,8 +15,8 @@ How FTS5 maps onto PostgreSQL here:
   by `||` (any) in SQL text made only of our constants; "every" is one `terms @@ q` conjunct per
   term, so a term without any token matches nothing, as an empty FTS5 phrase in an AND does.
 - **Ranking.** Each term's `ts_rank` over the weighted vectors (A title 1.0, B signature 0.5,
-  C article 0.1, normalized by document length), times the term's bm25 idf from `term_counts`,
-  summed: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
+  C article 0.1, normalized by document length), times the term's bm25 idf (`TermQuery.weights`,
+  from the document frequencies the search already read), summed: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
   queries return the lowest `node_pk`s, as an unranked FTS5 query returns the lowest rowids.
 - **Trigrams.** FTS5's trigram table matches rows whose case-folded templates contain a trigram;
   here one `templates ILIKE pattern` per gram, ORed (pg_trgm's GIN index serves each; ranked by
@@ -37,9 +37,8 @@ How FTS5 maps onto PostgreSQL here:
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .rows import CandidateText, SearchRow, TermQuery
@@ -75,17 +74,13 @@ def like_pattern(gram: str) -> str:
     return "%" + gram.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def idf(nodes: int, holding: int) -> float:
-    """FTS5's bm25 idf of a term held by `holding` of `nodes` rows (clamped as FTS5 clamps it)."""
-    return max(1e-6, math.log((nodes - holding + 0.5) / (holding + 0.5)))
-
-
-def _term_channel(query: TermQuery, rarity: dict[str, float]) -> tuple[str, list[Any]]:
+def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     """The subquery (node_pk, rank) of one term channel and its parameters, in text order.
 
-    A ranked channel sums each term's (or trigram's) match weighted by its idf, as bm25 does:
-    `ts_rank` alone weighs a common term like a rare one, and kept other rows than FTS5."""
+    A ranked channel sums each term's (or trigram's) match weighted by its idf (`query.weights`),
+    as bm25 does: `ts_rank` alone weighs a common term like a rare one, and kept other rows than FTS5."""
     terms = list(query.terms)
+    rarity = dict(zip(terms, query.weights))
     if query.table == "grams":
         # FTS5's trigram table matches nothing for a string under three characters.
         patterns = [like_pattern(term) for term in terms if len(term) >= 3]
@@ -116,7 +111,8 @@ def _term_channel(query: TermQuery, rarity: dict[str, float]) -> tuple[str, list
 
 
 class SearchReads:
-    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
+    _candidate_texts: OrderedDict[int, tuple[str, CandidateText]]  # pk -> (version, text), made by PostgresStore
 
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
@@ -143,10 +139,9 @@ class SearchReads:
                        SELECT 3, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 1) AS arms
                    ORDER BY arm, hash COLLATE "C", node_pk, source LIMIT %s) AS s""")
             params += [hashes, json.dumps(list(quoted), ensure_ascii=False), hashes, hashes, 2 * signature_limit]
-        rarity = await self._rarity([q for q in queries if q.ranked and q.terms])
         for number, query in enumerate(queries, start=1):
             if query.terms:
-                sql, values = _term_channel(query, rarity.get(query.table == "grams", {}))
+                sql, values = _term_channel(query)
                 parts.append(f"SELECT {number} AS part, row_number() OVER (ORDER BY rank DESC, node_pk) AS ord, "
                              f"%s::text AS channel, node_pk, NULL::text AS hash FROM ({sql}) AS c{number}")
                 params += [query.channel, *values]
@@ -167,35 +162,13 @@ class SearchReads:
         return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
                 + [(channel, pk, None, version) for (channel, pk), version in others.items()])
 
-    async def _rarity(self, ranked: Sequence[TermQuery]) -> dict[bool, dict[str, float]]:
-        """{is a trigram channel: {term: idf}} of the ranked channels' terms, in one round trip."""
-        if not ranked:
-            return {}
-        words = sorted({t for q in ranked if q.table != "grams" for t in q.terms})
-        grams = sorted({t for q in ranked if q.table == "grams" for t in q.terms})
-        rows = await self._fetchall(
-            """SELECT 'nodes', '', coalesce(max(node_pk), 0) FROM node_index
-               UNION ALL SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
-               UNION ALL SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])""",
-            [words, grams])
-        nodes = next(int(doc) for kind, _, doc in rows if kind == "nodes")
-        found = {(kind, term): int(doc) for kind, term, doc in rows if kind != "nodes"}
-        return {False: {t: idf(nodes, found.get(("term", t), 0)) for t in words},
-                True: {t: idf(nodes, found.get(("gram", t), 0)) for t in grams}}
-
-    def _candidate_cache(self) -> OrderedDict[int, tuple[str, CandidateText]]:
-        cache = self.__dict__.get("_candidate_texts")
-        if cache is None:
-            cache = self.__dict__.setdefault("_candidate_texts", OrderedDict())
-        return cache
-
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
         """The indexed text of each node of `versions` ({pk: current version}), in that order.
 
         Texts are read once per node version and kept (a node's text changes only with its
         version, so a kept text is never stale, on any number of servers).
         """
-        cache = self._candidate_cache()
+        cache = self._candidate_texts
         missing = [pk for pk, version in versions.items() if cache.get(pk, (None,))[0] != version]
         if missing:
             rows = await self._fetchall(
@@ -243,7 +216,7 @@ class SearchReads:
 class SearchWrites:
     connection: Any
 
-    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
 
     async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
         """{signature hash: [(quoted values, node id), ...]} for the given hashes."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections import OrderedDict
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -26,6 +27,7 @@ from ..errors import DatabaseUnusable, KnowmeshError
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
 from .pg_search import SearchReads
+from .rows import CandidateText
 from .sqlite import read_migrations, store_dir, utc_now
 
 if TYPE_CHECKING:
@@ -87,11 +89,14 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
     `write()` for one serialized transaction. Keeps no state that changes results: every
     server of a mesh sees what the database holds."""
 
+    shared = True
+
     def __init__(self, url: str, pool: Any, created: bool):
         self.url = url
         self.path = shown_url(url)
         self.created = created  # True when this open made the database (the caller may seed it)
         self._pool = pool
+        self._candidate_texts: OrderedDict[int, tuple[str, CandidateText]] = OrderedDict()  # see pg_search
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:

@@ -91,6 +91,9 @@ class TermQuery:
     limit: int
     every: bool = False
     ranked: bool = False
+    # Each term's bm25 idf (FTS5's formula), for a backend whose ranking does not compute it
+    # (PostgreSQL's ts_rank); SQLite's bm25() ignores it.
+    weights: Sequence[float] = ()
 
 
 @dataclass(frozen=True)

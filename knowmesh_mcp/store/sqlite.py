@@ -705,6 +705,8 @@ class Writer:
 class Store:
     """An open knowmesh database."""
 
+    shared = False  # one process serves a SQLite file
+
     def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool):
         self.path = path
         self.created = created  # True when this open made the database (the caller may seed it)
