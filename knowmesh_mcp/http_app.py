@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
 
 from starlette.applications import Starlette
@@ -166,13 +166,14 @@ def build_app(
     host: str = "127.0.0.1",
     cors_origins: tuple[str, ...] = (),
     auth: AuthMode = "off",
+    tools: Collection[str] | None = None,
 ) -> Starlette:
     """The ASGI app. Pass an open `service`, or a `db_path` that the app opens on start-up.
 
     `host` is the address served: on loopback, `/mcp` checks Host and Origin against loopback
     (DNS-rebinding protection); on any other address (a team's mesh) it accepts every Host.
     `auth` is what a write without a bearer token may do (`identity.acting`); a valid token
-    proves its agent in every mode.
+    proves its agent in every mode. `tools`: the MCP tools served at `/mcp` (None: all).
     """
     state: dict[str, Service] = {"service": service} if service is not None else {}
 
@@ -186,7 +187,8 @@ def build_app(
 
         # `mcp_actor` and `mcp_submission` are defined below with the routes; looked up when a tool writes.
         mcp_server = build_mcp_server(current, read_only=read_only, identify=lambda agent, request: mcp_actor(agent, request),
-                                      guard=lambda actor, request, submit: mcp_submission(actor, request, submit))
+                                      guard=lambda actor, request, submit: mcp_submission(actor, request, submit),
+                                      tools=tools)
         mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
 
     @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Annotated, Any, Protocol
 
 import mcp_types
@@ -290,13 +290,15 @@ class KnowmeshServer(MCPServer):
 
 
 def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_agent: bool = False,
-                     identify: Identify | None = None, guard: SubmissionGuard | None = None) -> KnowmeshServer:
+                     identify: Identify | None = None, guard: SubmissionGuard | None = None,
+                     tools: Collection[str] | None = None) -> KnowmeshServer:
     """The knowmesh MCP server over a mesh.
 
     Who a write acts as: over HTTP `identify` (the bearer token, as on `/v1`); over stdio
     (`local_agent`) the mesh's local agent unless the call names one; else the claimed id.
     `guard`: submissions (create_node, report_outcome, report_failed_attempt) count against the
-    HTTP server's write limit, per agent or client address, as on `/v1`."""
+    HTTP server's write limit, per agent or client address, as on `/v1`.
+    `tools`: serve only these tools (names from `tool_names`); None serves all."""
     server = KnowmeshServer("knowmesh", title="knowmesh", version="0.1.0", instructions=INSTRUCTIONS,
                             middleware=[plain_params_errors])
 
@@ -590,5 +592,9 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
     def llms() -> str:
         return llms_txt()
 
+    if tools is not None:
+        for tool in server._tool_manager.list_tools():
+            if tool.name not in tools:
+                server.remove_tool(tool.name)
     server.close_input_schemas()
     return server
