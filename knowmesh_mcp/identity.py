@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import KnowmeshError, bad_parameter
+from .placeholders import FILL_IN_RE
 
 AuthMode = Literal["off", "optional", "required"]
 AUTH_MODES: tuple[AuthMode, ...] = ("off", "optional", "required")
@@ -83,6 +84,9 @@ def claimed(agent: Any, *, field: str = "agent") -> tuple[str | None, str | None
         raise bad_parameter(field, f"{field}.id must be a string of at most {MAX_AGENT_ID} characters")
     if model is not None and not isinstance(model, str):
         raise bad_parameter(field, f"{field}.model must be a string")
+    if agent_id and FILL_IN_RE.fullmatch(agent_id.strip()):  # a ready-made request sent on unchanged
+        raise bad_parameter(f"{field}.id", f"{field}.id is still the placeholder {agent_id.strip()!r}: "
+                                           "use a stable id of your own, e.g. \"agent-a1\"")
     return (agent_id.strip() or None) if agent_id else None, model or None
 
 

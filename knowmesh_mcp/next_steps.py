@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .placeholders import fill_in
+
 CANDIDATE_NOTE = (
     "A new or changed answer is current at once but stays draft until two independent agents "
     "report solved for it after running its verify command."
 )
-AGENT_PLACEHOLDER = {"id": "<your-agent-id>"}
+AGENT_PLACEHOLDER = {"id": fill_in("your-agent-id")}
 
 
 def _request(method: str, path: str, body: dict[str, Any], tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -25,18 +27,18 @@ def environment_placeholder(env: dict[str, Any] | None) -> dict[str, Any]:
     runtimes = env.get("runtimes") or {}
     runtime = next(("-".join(p for p in (name, version) if p) for name, version in runtimes.items()), "")
     return {
-        "os": os_name or "<os, e.g. macos-15>",
-        "runtime": runtime or "<runtime, e.g. python-3.12>",
-        "pkg_manager": env.get("pkg_manager") or "<package manager, e.g. pip>",
+        "os": os_name or fill_in("os, e.g. macos-15"),
+        "runtime": runtime or fill_in("runtime, e.g. python-3.12"),
+        "pkg_manager": env.get("pkg_manager") or fill_in("package manager, e.g. pip"),
     }
 
 
 def report_failed_attempt(node_id: str, env: dict[str, Any] | None) -> dict[str, Any]:
     body = {
         "environment": environment_placeholder(env),
-        "summary": "<what you tried, in one sentence>",
-        "steps": ["<command you ran>"],
-        "reason": "<why it did not work>",
+        "summary": fill_in("what you tried, in one sentence"),
+        "steps": [fill_in("command you ran")],
+        "reason": fill_in("why it did not work"),
         "agent": AGENT_PLACEHOLDER,
     }
     return _request("POST", f"/v1/nodes/{node_id}/failures", body, "report_failed_attempt", {"id": node_id, **body})
@@ -46,11 +48,11 @@ def add_answer(node_id: str, base_revision: int, env: dict[str, Any] | None) -> 
     """patch_article appending a new answer slot (`/content/solutions/-`)."""
     os_family = (env or {}).get("os")
     solution = {
-        "id": "<answer-slug>",
-        "title": "<short label>",
+        "id": fill_in("answer-slug"),
+        "title": fill_in("short label"),
         "env": [os_family] if os_family else [],
-        "fix": ["<first command>", "<second command>"],
-        "verify": {"command": "<command that fails before the fix and passes after>", "expected": "exit 0"},
+        "fix": [fill_in("first command"), fill_in("second command")],
+        "verify": {"command": fill_in("command that fails before the fix and passes after"), "expected": "exit 0"},
     }
     body = {
         "base_revision": base_revision,
@@ -65,9 +67,9 @@ def edit_article(node_id: str, base_revision: int) -> dict[str, Any]:
     """patch_article template for improving an existing article instead of creating a copy."""
     body = {
         "base_revision": base_revision,
-        "ops": [{"op": "set", "path": "/content/context", "value": "<improved context>"}],
+        "ops": [{"op": "set", "path": "/content/context", "value": fill_in("improved context")}],
         "agent": AGENT_PLACEHOLDER,
-        "summary": "<what you improved>",
+        "summary": fill_in("what you improved"),
     }
     return _request("PATCH", f"/v1/nodes/{node_id}/article", body, "patch_article", {"id": node_id, **body})
 
@@ -88,13 +90,23 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
     }
 
 
+def known_context(env: dict[str, Any] | None) -> str:
+    """The context an open problem can state from the search alone: the environment, where given.
+    Placeholders here were once published unchanged as real nodes."""
+    env = env or {}
+    os_name = "-".join(part for part in (env.get("os"), env.get("os_version")) if part)
+    runtimes = ", ".join("-".join(p for p in (name, version) if p) for name, version in (env.get("runtimes") or {}).items())
+    known = [f"{label} {value}" for label, value in (("OS", os_name), ("runtime", runtimes),
+                                                      ("package manager", env.get("pkg_manager"))) if value]
+    return ("Seen on " + ", ".join(known) + "." if known else "Seen in an environment the search did not state.")
+
+
 def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None, *,
                     weak: bool = False) -> dict[str, Any]:
     """The `guidance` of a search that found nothing (or, `weak`, only hints): a ready create_node
     for an open problem."""
     error = (lines[0] if lines else query.strip())[:500]
     words = "-".join(re.findall(r"[a-z0-9]+", error.lower())[:8]) or "new-problem"
-    environment = environment_placeholder(env)
     body = {
         "id": f"{ecosystem}/{words[:80].strip('-')}",
         "ecosystem": ecosystem,
@@ -102,8 +114,7 @@ def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str,
         "signature": {"error": error},
         "content": {
             "symptom": query.strip()[:2000],
-            "context": f"OS {environment['os']}, runtime {environment['runtime']}, package manager "
-                       f"{environment['pkg_manager']}. <what you were doing when it happened>",
+            "context": known_context(env),
             "root_cause": "Not yet established.",
             "solutions": [],
             "failed_attempts": [],
@@ -130,7 +141,7 @@ def report_failed_solution(node_id: str, solution: dict[str, Any], env: dict[str
         "revision": solution["revision"],
         "outcome": "failed",
         "env": environment_placeholder(env),
-        "reason": "<what happened when you ran the fix and its verify command>",
+        "reason": fill_in("what happened when you ran the fix and its verify command"),
         "agent": AGENT_PLACEHOLDER,
     }
     return _request("POST", "/v1/feedback", body, "report_outcome", body)
@@ -141,9 +152,9 @@ def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -
     body = {
         "base_revision": base_revision,
         "ops": [
-            {"op": "set", "path": f"/content/solutions/{solution['id']}/fix", "value": ["<working first step>", "<next step>"]},
+            {"op": "set", "path": f"/content/solutions/{solution['id']}/fix", "value": [fill_in("working first step"), fill_in("next step")]},
             {"op": "set", "path": f"/content/solutions/{solution['id']}/verify",
-             "value": {"command": "<command that fails before the fix and passes after>", "expected": "exit 0"}},
+             "value": {"command": fill_in("command that fails before the fix and passes after"), "expected": "exit 0"}},
         ],
         "agent": AGENT_PLACEHOLDER,
         "summary": "Replace the answer that failed for this environment",
@@ -182,10 +193,10 @@ def report_outcome(node_id: str, solution_id: str, revision: int, cluster: str |
         "node": node_id,
         "solution": solution_id,
         "revision": revision,
-        "outcome": "<solved | failed | env_mismatch | dangerous>",
-        "env": {"os": os_name or "<os>", "runtime": runtime or "<runtime>", "pkg_manager": manager or "<package manager>"},
-        "evidence": {"verify": "<the verify command>", "exit_code": "<its exit code>"},
-        "reason": "<required when failed or dangerous>",
+        "outcome": fill_in("solved | failed | env_mismatch | dangerous"),
+        "env": {"os": os_name or fill_in("os"), "runtime": runtime or fill_in("runtime"), "pkg_manager": manager or fill_in("package manager")},
+        "evidence": {"verify": fill_in("the verify command"), "exit_code": fill_in("its exit code")},
+        "reason": fill_in("required when failed or dangerous"),
         "agent": AGENT_PLACEHOLDER,
     }
     return _request("POST", "/v1/feedback", body, "report_outcome", body)

@@ -17,6 +17,7 @@ from .errors import KnowmeshError, bad_parameter
 from .identity import Actor, acting
 from .limits import MAX_CONFLICTS
 from .model import InvalidNode, NodeDocument, check_node_id, validate_node
+from .placeholders import placeholder_problems
 from .normalize import quoted_values, signature_hash
 from .search import index_row
 from .store import NewNode
@@ -94,11 +95,18 @@ def check_summary(summary: Any) -> str:
 
 
 def prepare(raw: Any) -> Prepared:
-    """Validate a raw document (400 invalid_node, 409 overlapping_answer) and compute its write."""
+    """Validate a raw document (400 invalid_node, 409 overlapping_answer) and compute its write.
+
+    What an agent publishes or edits must not hold our guidance's fill-ins (`placeholders`); import
+    and sync take documents as they are, so an older mesh still round-trips."""
     try:
         document = validate_node(raw)
     except InvalidNode as error:
-        raise invalid_node_error(error) from None
+        unwalkable = any(p.rule in {"type", "json_bound", "max_size"} for p in error.problems)  # too deep or big to walk
+        raise invalid_node_error(InvalidNode(error.problems + ([] if unwalkable else placeholder_problems(raw)))) from None
+    problems = placeholder_problems(raw)
+    if problems:
+        raise invalid_node_error(InvalidNode(problems))
     check_overlaps(document)
     return Prepared.of(document)
 

@@ -142,7 +142,7 @@ ON_BOTH_BACKENDS = {
     "test_create_read", "test_editing", "test_evidence", "test_evidence_identity", "test_identity", "test_maintainers",
     "test_http", "test_mcp", "test_sync", "test_changes", "test_issues", "test_search", "test_remote", "test_pages",
     "test_mcp_hardening", "test_hardening", "test_articles", "test_starter", "test_markdown_safety", "test_examples",
-    "test_http_fuzz", "test_health",
+    "test_http_fuzz", "test_health", "test_placeholders",
 }
 
 
