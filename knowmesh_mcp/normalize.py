@@ -96,36 +96,37 @@ _QUOTED = re.compile(
 # of non-space characters without quotes, colons or placeholder brackets, so a quoted value
 # (`$'\r': command not found`, the CRLF node) is never taken for one.
 _NAME = r"[^\s'\"`‘’“”<>:,;()]*[^\s'\"`‘’“”<>:,;().]"  # a sentence's final full stop is not part of it
+# Each rule with a literal its match cannot do without: the rule only runs where it appears (speed only).
 _BARE_VALUES = (
-    re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE),  # bash x: command not found
-    re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE),  # zsh: command not found: x
-    re.compile(rf"(?<=unknown command: )(?P<v>{_NAME})(?=$)", re.MULTILINE),  # fish: Unknown command: x
-    re.compile(r"(?<=\bundefined: )(?P<v>[\w.$]+)(?![\w.$'\"`])"),  # go: undefined: x
-    re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)"),  # go 1.20+: declared and not used: x
-    re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)"),  # go < 1.20: x declared and not used
-    re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])"),  # java: could not find or load main class x
-    re.compile(r"(?<=\bpackage )(?P<v>[\w.]+)(?= does not exist\b)"),  # javac: package x does not exist
-    re.compile(r"(?<=\bcould not find )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),  # gradle coordinates
-    re.compile(r"(?<=\bcould not find artifact )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),  # maven coordinates
-    re.compile(r"(?<=\bclassnotfoundexception: )(?P<v>[\w.$/]+)(?![\w.$/])"),  # java classes
-    re.compile(r"(?<=\bnoclassdeffounderror: )(?P<v>[\w.$/]+)(?![\w.$/])"),
-    re.compile(r"(?<=\bno module named )(?P<v>[a-z_][\w.]*)(?![\w.'\"`])"),  # python 2: no module named x
-    re.compile(rf"(?<=\bno matching distribution found for )(?P<v>{_NAME})"),  # pip
-    re.compile(rf"(?<=\bsatisfies the requirement )(?P<v>{_NAME})"),  # pip: could not find a version that ...
-    re.compile(rf"(?<=\bsrc refspec )(?P<v>{_NAME})(?= does not match any)"),  # git push
-    re.compile(rf"(?<=\bcouldn't find remote ref )(?P<v>{_NAME})"),  # git pull
-    re.compile(rf"(?<=\bcould not resolve host: )(?P<v>{_NAME})"),  # git, curl
-    re.compile(rf"(?<=\bmanifest for )(?P<v>{_NAME}(?::{_NAME})?)(?= not found)"),  # docker pull
-    re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)"),  # docker pull
-    re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)"),  # docker
-    re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})"),
-    re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})"),  # go
-    re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)"),  # go
-    re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})"),  # ruby
-    re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))"),  # php
-    re.compile(rf"(?<=\benv: )(?P<v>{_NAME})(?=: no such file or directory)"),  # env: python: No such file ...
-    re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)"),  # pip: the script x is installed in
-    re.compile(r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)"),  # pip
+    ('not found', re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE)),  # bash x: command not found
+    ('command not found: ', re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE)),  # zsh: command not found: x
+    ('unknown command: ', re.compile(rf"(?<=unknown command: )(?P<v>{_NAME})(?=$)", re.MULTILINE)),  # fish: Unknown command: x
+    ('undefined: ', re.compile(r"(?<=\bundefined: )(?P<v>[\w.$]+)(?![\w.$'\"`])")),  # go: undefined: x
+    ('declared and not used: ', re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)")),  # go 1.20+: declared and not used: x
+    (' declared ', re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)")),  # go < 1.20: x declared and not used
+    ('main class ', re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])")),  # java: could not find or load main class x
+    (' does not exist', re.compile(r"(?<=\bpackage )(?P<v>[\w.]+)(?= does not exist\b)")),  # javac: package x does not exist
+    ('could not find ', re.compile(r"(?<=\bcould not find )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)")),  # gradle coordinates
+    ('could not find artifact ', re.compile(r"(?<=\bcould not find artifact )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)")),  # maven coordinates
+    ('classnotfoundexception: ', re.compile(r"(?<=\bclassnotfoundexception: )(?P<v>[\w.$/]+)(?![\w.$/])")),  # java classes
+    ('noclassdeffounderror: ', re.compile(r"(?<=\bnoclassdeffounderror: )(?P<v>[\w.$/]+)(?![\w.$/])")),
+    ('no module named ', re.compile(r"(?<=\bno module named )(?P<v>[a-z_][\w.]*)(?![\w.'\"`])")),  # python 2: no module named x
+    ('no matching distribution found for ', re.compile(rf"(?<=\bno matching distribution found for )(?P<v>{_NAME})")),  # pip
+    ('satisfies the requirement ', re.compile(rf"(?<=\bsatisfies the requirement )(?P<v>{_NAME})")),  # pip: could not find a version that ...
+    ('src refspec ', re.compile(rf"(?<=\bsrc refspec )(?P<v>{_NAME})(?= does not match any)")),  # git push
+    ("couldn't find remote ref ", re.compile(rf"(?<=\bcouldn't find remote ref )(?P<v>{_NAME})")),  # git pull
+    ('could not resolve host: ', re.compile(rf"(?<=\bcould not resolve host: )(?P<v>{_NAME})")),  # git, curl
+    ('manifest for ', re.compile(rf"(?<=\bmanifest for )(?P<v>{_NAME}(?::{_NAME})?)(?= not found)")),  # docker pull
+    ('pull access denied for ', re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)")),  # docker pull
+    ('no such image: ', re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)")),  # docker
+    ('no such container: ', re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})")),
+    ('no required module provides package ', re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})")),  # go
+    (' is not in ', re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)")),  # go
+    ('cannot load such file -- ', re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})")),  # ruby
+    ('call to undefined function ', re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))")),  # php
+    (': no such file or directory', re.compile(rf"(?<=\benv: )(?P<v>{_NAME})(?=: no such file or directory)")),  # env: python: No such file ...
+    ('the script ', re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)")),  # pip: the script x is installed in
+    (' installed in', re.compile(r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)")),  # pip
 )
 # Shells word "command not found" differently; one canonical form makes them one signature:
 # `bash: x: …`, `./run.sh: line 3: x: …`, `sh: 1: x: not found`, `zsh: command not found: x`.
@@ -137,8 +138,9 @@ _SHELL_NOT_FOUND = re.compile(
 
 
 def _replace_bare(text: str) -> str:
-    for rule in _BARE_VALUES:
-        text = rule.sub("'<*>'", text)
+    for literal, rule in _BARE_VALUES:
+        if literal in text:
+            text = rule.sub("'<*>'", text)
     return text
 
 
@@ -287,8 +289,9 @@ def quoted_values(text: str) -> list[str]:
     cleaned = _clean(text)
     found = [(m.start(), m.group(0)[1:-1]) for m in _QUOTED.finditer(cleaned)]
     bare = _QUOTED.sub(lambda m: " " * len(m.group(0)), cleaned).replace("\r", "\n")  # same offsets, no quotes
-    for rule in _BARE_VALUES:
-        found += [(m.start(), m.group("v")) for m in rule.finditer(bare)]
+    for literal, rule in _BARE_VALUES:
+        if literal in bare:
+            found += [(m.start(), m.group("v")) for m in rule.finditer(bare)]
     return [value for _, value in sorted(found)]
 
 

@@ -96,6 +96,7 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         notes = solution.get("notes")
         parts += notes if isinstance(notes, list) else [notes or ""]
     error_lines = decisive_lines(signature["error"]) or [signature["error"]]
+    decisive_values = quoted_values(error_lines[0])
     templates = [normalize_signature(error_lines[0])]
     templates += [normalize_signature((decisive_lines(alias) or [alias])[0]) for alias in signature.get("aliases", [])]
     templates = list(dict.fromkeys(t for t in templates if t))
@@ -110,7 +111,7 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         template_terms="\n".join(" ".join(query_terms(t, drop_stopwords=False)) for t in templates),
         slug_terms=" ".join(sorted(slug)),
         value_terms=" ".join(sorted(values)),
-        value_shapes=value_shapes(quoted_values((decisive_lines(signature["error"]) or [signature["error"]])[0])),
+        value_shapes=value_shapes(decisive_values),
         grams="\n".join(_without_placeholders(t) for t in templates),
         specific=bool(values & slug),
         signature_hashes=tuple(sorted(hashes)),
