@@ -15,7 +15,7 @@ that moves a node (and only when the node exists), so the numbers match SQLite's
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .interface import CopiedTable, copied_table
@@ -247,6 +247,7 @@ class NodeWrites:
     connection: Any
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
+    _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
 
     if TYPE_CHECKING:  # the search index's (pg_search.SearchWrites); every node write calls it
         async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None: ...
@@ -255,6 +256,7 @@ class NodeWrites:
         if rows:
             async with self.connection.cursor() as cursor:
                 await cursor.executemany(sql, rows)
+
 
     async def _update_node(self, node_id: str, sets: str, values: Sequence[Any] = ()) -> None:
         """Set `sets` ("column = %s, ..." with `values`) on a node and move it to the end of the change feed."""
@@ -377,33 +379,28 @@ class NodeWrites:
             "UPDATE change_counter SET value = value + %s RETURNING value", (len(nodes),)
         )
         first_seq = int(last_seq) - len(nodes) + 1
-        await self._many(
-            """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision,
-                   has_answer, signature_hash, quoted_values, created_at, updated_at, change_seq)
-               VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)""",
-            [
-                (n.id, n.ecosystem, n.status, n.title, n.version, int(n.has_answer), n.signature_hash,
-                 json.dumps(n.quoted_values, ensure_ascii=False), now, now, first_seq + i)
-                for i, n in enumerate(nodes)
-            ],
+        await self._copy(
+            "nodes", """id, ecosystem, status, title, current_version, current_revision, has_answer, signature_hash,
+                        quoted_values, created_at, updated_at, change_seq""",
+            ((n.id, n.ecosystem, n.status, n.title, n.version, 1, int(n.has_answer), n.signature_hash,
+              json.dumps(n.quoted_values, ensure_ascii=False), now, now, first_seq + i) for i, n in enumerate(nodes)),
         )
-        await self._many(
-            """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
-               VALUES (%s, %s, %s, %s, %s) ON CONFLICT (version) DO NOTHING""",
-            [(n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now) for n in nodes],
+        stored = {version for (version,) in await self._all(
+            "SELECT version FROM node_versions WHERE version = ANY (%s::text[])", [[n.version for n in nodes]])}
+        await self._copy(
+            "node_versions", "version, node_id, document, solution_revisions, created_at",
+            ((n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now)
+             for n in {n.version: n for n in nodes if n.version not in stored}.values()),
         )
-        await self._many(
-            """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
-                   agent_id, model, summary, changes, created_at, agent_proof)
-               VALUES (%s, %s, 1, NULL, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now, n.agent_proof)
-             for n in nodes],
+        await self._copy(
+            "article_revisions", """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model,
+                                    summary, changes, created_at, agent_proof""",
+            ((n.revision_id, n.id, 1, None, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now,
+              n.agent_proof) for n in nodes),
         )
-        await self._many(
-            """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
-               VALUES (%s, %s, %s, %s, %s)""",
-            [(n.id, sid, n.solution_revisions[sid], digest, now)
-             for n in nodes for sid, digest in n.solution_hashes.items()],
+        await self._copy(
+            "solution_revisions", "node_id, solution_id, revision, behavior_hash, created_at",
+            ((n.id, sid, n.solution_revisions[sid], digest, now) for n in nodes for sid, digest in n.solution_hashes.items()),
         )
         await self.write_search_rows([(n.id, n.index) for n in nodes], fresh=True)
 

@@ -217,6 +217,7 @@ class SearchWrites:
     connection: Any
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
+    _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
 
     async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
         """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
@@ -271,15 +272,10 @@ class SearchWrites:
             delta.update(("term", term) for term in search_terms(row))
             delta.update(("gram", gram) for gram in gram_terms(row.grams))
         searched = [row for _, row in rows]
-        await self._all(
-            """INSERT INTO node_search (node_pk, title, signature, article)
-               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])""",
-            [keys, [r.title for r in searched], [r.signature for r in searched], [r.article for r in searched]])
-        await self._all(
-            "INSERT INTO node_heads (node_pk, title, signature) SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[])",
-            [keys, [r.title for r in searched], [r.signature for r in searched]])
-        await self._all("INSERT INTO node_grams (node_pk, templates) SELECT * FROM unnest(%s::bigint[], %s::text[])",
-                        [keys, [r.grams for r in searched]])
+        await self._copy("node_search", "node_pk, title, signature, article",
+                         ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)))
+        await self._copy("node_heads", "node_pk, title, signature", ((pk, r.title, r.signature) for pk, r in zip(keys, searched)))
+        await self._copy("node_grams", "node_pk, templates", ((pk, r.grams) for pk, r in zip(keys, searched)))
         signatures = [(digest, source, int(r.specific), pk) for pk, r in zip(keys, searched)
                       for digest, source in r.signature_hashes]
         if signatures:
@@ -290,11 +286,9 @@ class SearchWrites:
                    JOIN nodes n ON n.pk = d.pk
                    ON CONFLICT DO NOTHING""",
                 [list(column) for column in zip(*signatures)])
-        await self._all(
-            """INSERT INTO node_index (node_pk, templates, title_terms, template_terms, slug_terms, value_terms, value_shapes)
-               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])""",
-            [keys, [r.template for r in searched], [r.title for r in searched], [r.template_terms for r in searched],
-             [r.slug_terms for r in searched], [r.value_terms for r in searched], [r.value_shapes for r in searched]])
+        await self._copy("node_index", "node_pk, templates, title_terms, template_terms, slug_terms, value_terms, value_shapes",
+                         ((pk, r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
+                          for pk, r in zip(keys, searched)))
         await self._count_terms(delta)
 
     async def _count_terms(self, delta: Counter[tuple[str, str]]) -> None:

@@ -7,7 +7,7 @@ parameters (`%s`), table and column names our constants.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .pg_evidence import EvidenceWrites
@@ -22,3 +22,11 @@ class PostgresWriter(NodeWrites, SearchWrites, EvidenceWrites):
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cursor = await self.connection.execute(sql, params)
         return await cursor.fetchall() if cursor.description else []
+
+    async def _copy(self, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Append rows with COPY: the bulk path of imports, several times cheaper per row than
+        INSERT (`table` and `columns` are our constants; the rows travel as COPY data, never SQL)."""
+        async with self.connection.cursor() as cursor:
+            async with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    await copy.write_row(row)
