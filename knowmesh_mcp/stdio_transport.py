@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -72,7 +73,7 @@ def claimed_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
 
 @asynccontextmanager
 async def answering_stdio(
-    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None, *, lines: PolledLines | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """MCP over stdio, like the SDK's `stdio_server()`, except that no line goes unanswered.
 
@@ -84,10 +85,14 @@ async def answering_stdio(
     or a response gets a JSON-RPC error with its id (recovered from the raw text when the JSON
     itself is broken, too deep or too long; null when there is none). Replies the SDK cannot
     serialize (a lone surrogate echoed back) are written with U+FFFD in its place.
+
+    Lines are read in the event loop when stdin is a pipe, socket or terminal (`PolledLines`), so
+    Ctrl-C ends the server at once; else, and for streams passed in, by a worker thread.
     """
     if stdin is None or stdout is None:
         with claimed_stdio() as (wire_in, wire_out):
-            async with answering_stdio(stdin or wire_in, stdout or wire_out) as streams:
+            lines = pollable_lines(wire_in) if stdin is None else None
+            async with answering_stdio(stdin or wire_in, stdout or wire_out, lines=lines) as streams:
                 yield streams
         return
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -95,6 +100,8 @@ async def answering_stdio(
     answers = write_send.clone()
 
     async def readline(limit: int) -> bytes:
+        if lines is not None:
+            return await lines.readline(limit)
         return await anyio.to_thread.run_sync(stdin.readline, limit, abandon_on_cancel=True)
 
     def write(line: bytes) -> None:
@@ -137,6 +144,59 @@ async def answering_stdio(
         group.start_soon(reader)
         group.start_soon(writer)
         yield read_receive, write_send
+
+
+class PolledLines:
+    """`readline(limit)` of a pipe, socket or terminal, waiting in the event loop instead of a thread.
+
+    A thread blocked in `read()` cannot be cancelled: on Ctrl-C the server stopped answering but the
+    process lived on until the client (or Ctrl-D) closed stdin. Here the wait is cancellable, and a
+    read happens only once the descriptor is readable, so it returns at once with what is there
+    (the descriptor stays blocking: it may be a terminal shared with the user's shell)."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = bytearray()
+        self.scanned = 0  # bytes of the buffer known to hold no newline
+        self.ended = False
+
+    async def readline(self, limit: int) -> bytes:
+        """Up to `limit` bytes, through the first newline if it comes sooner; b"" at the end."""
+        while True:
+            end = self.buffer.find(b"\n", self.scanned, limit)
+            if end >= 0 or len(self.buffer) >= limit or self.ended:
+                size = end + 1 if end >= 0 else min(limit, len(self.buffer))
+                line = bytes(self.buffer[:size])
+                del self.buffer[:size]
+                self.scanned = 0
+                return line
+            self.scanned = len(self.buffer)
+            await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, self.CHUNK)
+            except BlockingIOError:  # someone else made it non-blocking and took the data first
+                continue
+            except OSError:  # a terminal that hung up (EIO): the input has ended
+                chunk = b""
+            if chunk:
+                self.buffer += chunk
+            else:
+                self.ended = True
+
+
+def pollable_lines(stream: BinaryIO) -> PolledLines | None:
+    """A `PolledLines` over a fresh stream's descriptor when the event loop can wait on it: a pipe,
+    socket or terminal on POSIX (never a regular file or /dev/null, which epoll refuses)."""
+    if os.name != "posix":
+        return None
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):
+        return None
+    return PolledLines(fd) if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd) else None
 
 
 def decode_line(raw: bytes) -> SessionMessage | dict[str, Any] | None:
