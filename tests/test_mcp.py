@@ -38,7 +38,7 @@ async def test_tools_are_listed_with_schemas_and_annotations(service, mode, mcp_
     assert read.input_schema["required"] == ["id"]
     assert read.title and "verify" in read.description
     create = tools["create_node"]
-    assert create.annotations.read_only_hint is False and create.annotations.destructive_hint is False
+    assert not create.annotations.read_only_hint and create.annotations.destructive_hint is False  # unset: the default, false
     assert {"id", "ecosystem", "title", "signature", "content"} <= set(create.input_schema["required"])
 
 

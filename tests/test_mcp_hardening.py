@@ -1,6 +1,7 @@
-"""MCP tool contracts through the real `mcp` client: every tool's result matches the outputSchema it
-declares (validated here with jsonschema, as well as by the client), the text copy is compact JSON,
-and bad arguments are `invalid_argument` tool errors in plain words."""
+"""MCP tool contracts through the real `mcp` client: every tool's result matches its full result
+model in `results` (validated here with jsonschema; the server validates it too, and the client
+against the short outputSchema published in tools/list), the text copy is compact JSON, and bad
+arguments are `invalid_argument` tool errors in plain words."""
 
 from __future__ import annotations
 
@@ -39,12 +40,14 @@ def compact(body: Any) -> str:
 
 
 class Checked:
-    """A real client whose every successful tool result is validated against the tool's declared
-    outputSchema with jsonschema, and whose text copy must be the compact JSON of it."""
+    """A real client whose every successful tool result is validated against the full schema of the
+    tool's result model with jsonschema (what `/v1/openapi.json` publishes; tools/list carries only
+    `{"type": "object"}`, to keep an agent's context small), and whose text copy must be the
+    compact JSON of it."""
 
     def __init__(self, client: Client, tools: dict[str, Any]):
         self.client = client
-        self.validators = {name: Draft202012Validator(tool.output_schema) for name, tool in tools.items()}
+        self.validators = {name: Draft202012Validator(RESULT_MODELS[name].model_json_schema()) for name in tools}
         self.checked: Counter[str] = Counter()
 
     async def ok(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -70,20 +73,33 @@ async def tools_of(client: Client) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("read_only", [False, True])
-async def test_every_tool_declares_its_result_model_as_output_schema(service, read_only):
+async def test_every_tool_declares_structured_output_and_has_a_full_result_model(service, read_only):
     async with Client(build_mcp_server(lambda: service, read_only=read_only)) as client:
         tools = await tools_of(client)
     assert set(tools) == ({"search", "read_article", "article_history", "review_queue"} if read_only else set(RESULT_MODELS))
     for name, tool in tools.items():
-        schema = tool.output_schema
+        assert tool.output_schema == {"type": "object"}, f"{name}: structured output, its shape in the model"
+        schema = RESULT_MODELS[name].model_json_schema()
         Draft202012Validator.check_schema(schema)
         assert schema["type"] == "object" and schema["title"] == RESULT_MODELS[name].__name__, name
         assert schema["required"] and schema["properties"], f"{name}: a real schema, not an open object"
-        assert schema != {"type": "object", "additionalProperties": True}
         for key, prop in schema["properties"].items():
             assert prop.get("description"), f"{name}.{key} has no description"
             assert prop.get("default", "absent") is not None, f"{name}.{key}: an optional key is absent, never null by default"
         assert tool.input_schema["additionalProperties"] is False, f"{name} refuses arguments it does not name"
+
+
+async def test_a_result_that_breaks_its_model_is_refused_by_the_server(service):
+    """The short outputSchema does not loosen the contract: the server still checks each result
+    against the full model before it sends it."""
+
+    class Broken:
+        async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
+            return {"reasons": [], "limit": "twenty", "items": [], "trust": "untrusted-data"}
+
+    async with Client(build_mcp_server(lambda: Broken())) as client:
+        result = await client.call_tool("review_queue", {})
+    assert result.is_error and "review_queue" in result.content[0].text
 
 
 def open_problem(make_doc) -> dict[str, Any]:
@@ -208,7 +224,7 @@ ARGUMENT_ERRORS = [
     ("search", {"q": "x", "limit": 1000}, "limit", "limit must be an integer between 1 and 100"),
     ("search", {"q": "x", "limit": 0}, "limit", "limit must be an integer between 1 and 100"),
     ("search", {"q": "x", "limit": "many"}, "limit", "limit must be an integer between 1 and 100, not a string"),
-    ("search", {}, "q", "q is required: the raw error text, or a short description of the problem"),
+    ("search", {}, "q", "q is required: the raw error output (a traceback is fine) or a description"),
     ("search", {"q": ["ModuleNotFoundError"]}, "q", "q must be a string, not an array"),
     ("search", {"q": "x", "env": {"os": "linux"}}, "env", "env must be a string, not an object"),
     ("search", {"q": "\ud800"}, "q", ("q: ", "surrogate")),  # the wording of the bounds is `limits`'

@@ -270,8 +270,9 @@ def test_argument_errors_over_stdio_are_plain_words(server):
     assert invalid_argument(call(server, "search", {"q": "x", "limit": 1000}), "limit") == "limit must be an integer between 1 and 100"
     text = call(server, "search", {})["result"]["content"][0]["text"]
     assert "pydantic" not in text and json.loads(text)["error"]["message"].startswith("q is required")
-    tools = server.request({"jsonrpc": "2.0", "id": server.next_id(), "method": "tools/list"})["result"]["tools"]
-    assert all(tool["outputSchema"]["required"] for tool in tools)
+    listed = server.request({"jsonrpc": "2.0", "id": server.next_id(), "method": "tools/list"})["result"]
+    assert all(tool["outputSchema"] == {"type": "object"} for tool in listed["tools"]), "structured output, declared"
+    assert len(json.dumps(listed, ensure_ascii=False, separators=(",", ":")).encode()) <= 8000, "tools/list within 8 KB"
     server.ping()
 
 
