@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -51,31 +52,74 @@ class UsageError(Exception):
     """Bad input detected by the command itself: exit 2."""
 
 
+class HelpWithDefaults(argparse.HelpFormatter):
+    """`--help` names each option's default. Flags (off unless given) and options with no default
+    get nothing; options whose default is computed say it in their own help text."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of the command and (as argparse makes subcommands of the parent's class) of
+    every subcommand, so each `--help` shows its defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpWithDefaults)
+        super().__init__(*args, **kwargs)
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("knowmesh-mcp")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def tool_list(text: str) -> tuple[str, ...]:
+    """--tools a,b,c: the names, in order, once each (checked against the server's tools when serving)."""
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one tool, e.g. --tools search,read_article")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", help="database file, or postgresql://... for a team's mesh "
                                      "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)")
     common.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database")
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="knowmesh-mcp",
-        description="A shared knowledge base of failure patterns for coding agents (MCP server, HTTP service, CLI).",
+        description="A shared knowledge base of failure patterns for coding agents (MCP server, HTTP service, CLI). "
+                    "Without a command: serve MCP over stdio, for an MCP client to start.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser("serve", parents=[common], help="serve MCP over stdio, or MCP + HTTP API")
     mode = serve.add_mutually_exclusive_group()
     mode.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout (the default)")
     mode.add_argument("--http", action="store_true", help="HTTP API and MCP streamable HTTP at /mcp")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP only: the address to listen on")
     serve.add_argument("--auth", choices=("required", "optional", "off"),
                        help="HTTP only: writes need an agent token (required), may carry one (optional), or take "
-                            "ids as claimed (off). Default: off on a loopback --host, required on any other")
-    serve.add_argument("--port", type=int, default=8765)
+                            "ids as claimed (off) (default: off on a loopback --host, required on any other)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP only: the port to listen on")
     serve.add_argument("--read-only", action="store_true", help="expose read tools and routes only")
+    serve.add_argument("--tools", metavar="NAME,...", type=tool_list,
+                       help="serve only these MCP tools, e.g. search,read_article,report_outcome (default: all; "
+                            "the /v1 API is unchanged)")
     serve.add_argument("--remote", metavar="URL",
                        help="stdio only: answer every tool through this mesh's HTTP API (default: $KNOWMESH_URL)")
-    serve.add_argument("--write-limit", type=int, default=10, help="submissions per hour per agent or IP (0 disables)")
+    serve.add_argument("--write-limit", type=int, default=10,
+                       help="HTTP only: submissions per hour per agent or IP (0 disables)")
     serve.add_argument("--trust-proxy", metavar="ADDR",
                        help="believe X-Forwarded-For only from these proxy addresses (comma-separated; default: none)")
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
@@ -85,17 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", help="the raw error (quote it) or a description; - reads it from stdin")
     search.add_argument("--env", help="e.g. macos-15,python-3.12,pip")
     search.add_argument("--ecosystem", help="python, node, go, ... (ranks, never filters)")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--limit", type=int, default=5, help="results wanted (at most 20)")
     search.add_argument("--json", action="store_true", help="print the JSON envelope instead of a table")
 
     read = commands.add_parser("read", parents=[common], help="print one article")
-    read.add_argument("id")
-    read.add_argument("--env", help="e.g. macos-15,python-3.12,pip")
+    read.add_argument("id", help="node id, {ecosystem}/{slug}")
+    read.add_argument("--env", help="e.g. macos-15,python-3.12,pip: only the answer for this environment")
+    read.add_argument("--include", metavar="WHAT",
+                      help="also show, comma-separated: alternatives, archived_failures (failed attempts an answer "
+                           "has made obsolete)")
     read.add_argument("--json", action="store_true", help="print the JSON read instead of Markdown")
 
     importer = commands.add_parser("import", parents=[common], help="import node documents (JSON, JSON array, JSONL; folders recursively)")
     importer.add_argument("paths", nargs="+", metavar="PATH")
     importer.add_argument("--dry-run", action="store_true", help="validate and report, write nothing")
+    importer.add_argument("-v", "--verbose", action="store_true",
+                          help="list every problem of an invalid document, not only the first")
 
     export = commands.add_parser("export", parents=[common], help="write every current document as JSONL")
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
@@ -114,9 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     token_add = token_commands.add_parser("add", help="make a token bound to AGENT_ID and print it (once)")
     token_add.add_argument("agent_id", metavar="AGENT_ID")
-    token_add.add_argument("--role", choices=("agent", "maintainer"), default="agent")
+    token_add.add_argument("--role", choices=("agent", "maintainer"), default="agent",
+                           help="maintainers may also promote, deprecate, merge and close issues")
     token_list = token_commands.add_parser("list", help="agents with tokens: role, created, last used")
-    token_list.add_argument("--json", action="store_true")
+    token_list.add_argument("--json", action="store_true", help="print the list as JSON")
     token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID")
     token_revoke.add_argument("agent_id", metavar="AGENT_ID")
 
@@ -175,19 +225,35 @@ async def _search(args: argparse.Namespace) -> int:
         print("No match. " + guidance["message"])
         print("Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body.")
         return 0
-    print(f"{'SCORE':>5}  {'MATCH':<10}  {'ID':<44}  {'ANSWER':<22}  TITLE")
-    for result in results:
-        answer = (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env")
-        title = result["title"] if len(result["title"]) <= 60 else result["title"][:59] + "…"
-        print(f"{result['score']:>5.2f}  {result['match']:<10}  {result['id']:<44}  {answer:<22}  {title}")
+    rows = [(f"{result['score']:.2f}", result["match"], result["id"],
+             (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env"),
+             shortened(result["title"], 60)) for result in results]
+    print(table(("SCORE", "MATCH", "ID", "ANSWER", "TITLE"), rows, right=(0,)))
     print(f"\nRead one: knowmesh-mcp read {results[0]['id']}" + (f" --env {args.env}" if args.env else ""))
     return 0
+
+
+def shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()) -> str:
+    """Columns as wide as their widest cell (ids and answer ids have no fixed length), two spaces
+    apart; the last column is not padded. `right`: the columns aligned right (numbers)."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+
+    def line(cells: Sequence[str]) -> str:
+        fitted = [cell.rjust(width) if index in right else cell.ljust(width)
+                  for index, (cell, width) in enumerate(zip(cells, widths))]
+        return "  ".join(fitted[:-1] + [cells[-1]])
+
+    return "\n".join(line(cells) for cells in [header, *rows])
 
 
 async def _read(args: argparse.Namespace) -> int:
     service = await _open(args)
     try:
-        result = await service.read_node(args.id, service.read_request(env=args.env))
+        result = await service.read_node(args.id, service.read_request(env=args.env, include=args.include))
     finally:
         await service.close()
     if args.json:
@@ -204,14 +270,24 @@ async def _import(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"no such file or folder: {missing[0]}")
     service = await _open(args)
+    bar = progress_bar(sys.stderr, unit="documents")
     try:
-        report = await service.import_documents(load_documents(args.paths), dry_run=args.dry_run)
+        documents = load_documents(args.paths)
+        report = await service.import_documents(counted(documents, bar), dry_run=args.dry_run)
     finally:
+        if bar:
+            sys.stderr.write("\n")
         await service.close()
     for item in report.skipped:
         print(f"skipped {item['id']} ({item['source']}): {item['reason']}", file=sys.stderr)
     for item in report.invalid:
-        print(f"invalid {item['id'] or '?'} ({item['source']}): {item['error']['code']}: {item['error']['message']}", file=sys.stderr)
+        error = item["error"]
+        print(f"invalid {item['id'] or '?'} ({item['source']}): {error['code']}: {error['message']}", file=sys.stderr)
+        if args.verbose:
+            for problem in error.get("problems") or []:
+                print(f"    {problem['field']}: {problem['message']}", file=sys.stderr)
+    if report.invalid and not args.verbose and any(len(item["error"].get("problems") or []) > 1 for item in report.invalid):
+        print("(--verbose lists every problem)", file=sys.stderr)
     verb = "would create" if args.dry_run else "created"
     summary = (f"{verb} {len(report.created)}, unchanged {len(report.unchanged)}, "
                f"skipped {len(report.skipped)}, invalid {len(report.invalid)}")
@@ -224,17 +300,32 @@ async def _import(args: argparse.Namespace) -> int:
 async def _export(args: argparse.Namespace) -> int:
     service = await _open(args)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    # Documents written to the terminal are their own progress; a bar there would cut into them.
+    bar = None if out.isatty() else progress_bar(sys.stderr, unit="documents")
     count = 0
     try:
         async for document in service.export_documents():
             out.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
             count += 1
+            if bar and count % 50 == 0:
+                bar(count, None)
     finally:
+        if bar:
+            sys.stderr.write("\r\033[K")  # the counter gives way to the summary line
         await service.close()
         if out is not sys.stdout:
             out.close()
     print(f"exported {count} documents", file=sys.stderr)
     return 0
+
+
+def counted(items: list[Any], progress: Any) -> Iterator[Any]:
+    """The items, calling `progress(done, total)` as the consumer takes them (the service reads
+    an import one document at a time, so this is its progress without a callback of its own)."""
+    for done, item in enumerate(items, 1):
+        yield item
+        if progress and (done % 20 == 0 or done == len(items)):
+            progress(done, len(items))
 
 
 async def _sync(args: argparse.Namespace) -> int:
@@ -373,20 +464,38 @@ async def _copy(args: argparse.Namespace) -> int:
 
 
 def progress_bar(stream: Any, *, unit: str = "nodes") -> Any:
-    """A one-line progress bar on a terminal; None (silent) when the stream is a pipe or file."""
+    """A one-line progress bar on a terminal; None (silent) when the stream is a pipe or file.
+
+    `show(done, total, what=None)`: a total of None shows a counter; `what` names a later phase's
+    unit (e.g. "nodes indexed" after "rows"), which starts a line of its own."""
     if not stream.isatty():
         return None
+    shown = {"unit": unit}
 
-    def show(done: int, total: int) -> None:
-        width = 30
-        filled = width * done // total if total else width
-        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit}")
+    def show(done: int, total: int | None, what: str | None = None) -> None:
+        if what is not None and what != shown["unit"]:
+            stream.write("\n")
+            shown["unit"] = what
+        if total is None:
+            stream.write(f"\r{done} {shown['unit']}")
+        else:
+            width = 30
+            filled = width * done // total if total else width
+            stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {shown['unit']}")
         stream.flush()
 
     return show
 
 
+STDIO_HINT = ("knowmesh-mcp: an MCP server on stdin/stdout, waiting for an MCP client (it is not interactive). "
+              "Let a client start it, e.g. `claude mcp add knowmesh -- knowmesh-mcp`; `knowmesh-mcp --help` lists "
+              "the commands. Ctrl-C quits.")
+
+
 async def _serve_stdio(args: argparse.Namespace) -> int:
+    if sys.stdin.isatty():  # a person typed the command: no client sends a terminal as stdin
+        print(STDIO_HINT, file=sys.stderr)
+    tools = served_tools(args)
     remote = args.remote or os.environ.get("KNOWMESH_URL")
     if remote:
         from .remote import RemoteMesh
@@ -397,11 +506,26 @@ async def _serve_stdio(args: argparse.Namespace) -> int:
     try:
         from .mcp_server import build_mcp_server
 
-        server = build_mcp_server(lambda: mesh, read_only=args.read_only, local_agent=True)
+        server = build_mcp_server(lambda: mesh, read_only=args.read_only, local_agent=True, tools=tools)
         await server.run_stdio_async()
     finally:
         await mesh.close()
     return 0
+
+
+def served_tools(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """--tools, checked against the server's tool names (and --read-only); None serves them all."""
+    if args.tools is None:
+        return None
+    from .mcp_server import READ_TOOLS, TOOL_NAMES
+
+    unknown = [name for name in args.tools if name not in TOOL_NAMES]
+    if unknown:
+        raise UsageError(f"--tools: no tool named {', '.join(map(repr, unknown))}; the tools are {', '.join(TOOL_NAMES)}")
+    writes = [name for name in args.tools if name not in READ_TOOLS]
+    if args.read_only and writes:
+        raise UsageError(f"--tools: {', '.join(writes)} can write, and --read-only serves only {', '.join(READ_TOOLS)}")
+    return args.tools
 
 
 def remote_url(url: str) -> str:
@@ -422,6 +546,7 @@ async def _check_database(args: argparse.Namespace) -> None:
 
 
 def _serve_http(args: argparse.Namespace) -> int:
+    tools = served_tools(args)
     db_path = database_path(args)
     if db_path != ":memory:":
         asyncio.run(_check_database(args))
@@ -435,10 +560,21 @@ def _serve_http(args: argparse.Namespace) -> int:
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
     auth = args.auth or ("off" if is_loopback(args.host) else "required")
     app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only, write_limit=args.write_limit,
-                    host=args.host, cors_origins=tuple(args.cors_origin), auth=auth)
+                    host=args.host, cors_origins=tuple(args.cors_origin), auth=auth, tools=tools)
     print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp, auth {auth})", file=sys.stderr)
     uvicorn.Server(server_config(app, host=args.host, port=args.port, trust_proxy=args.trust_proxy)).run()
     return 0
+
+
+def reader_went_away() -> int:
+    """stdout's reader closed it early (`knowmesh-mcp export | head`): end quietly, as a program
+    killed by SIGPIPE would, with 141 (128 + 13). stdout now writes to the null device, so the
+    flush at exit cannot fail a second time with "Exception ignored ... BrokenPipeError"."""
+    with suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    return 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -473,6 +609,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if error.status < 500 else 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return reader_went_away()
     except Exception as error:  # one clear line, not a traceback
         print(f"knowmesh-mcp: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -42,7 +42,7 @@ NAMED = (("nodes", "nodes"), ("article_revisions", "revisions"), ("feedback", "f
          ("service_issues", "issues"), ("agent_tokens", "tokens"), ("maintainer_actions", "maintainer actions"),
          ("node_redirects", "redirects"))
 
-Progress = Callable[[int, int], None]
+Progress = Callable[..., None]  # (done, total) rows; then (done, total, "nodes indexed") for the reindex
 
 
 @dataclass
@@ -141,7 +141,7 @@ async def copy_stores(source: Store, target: Store, *, progress: Progress | None
                     break
                 after = _key(table, rows[-1])
             report.copied[table.name], report.updated[table.name] = copied, updated
-        report.reindexed = await _reindex(tx, fresh, moved)
+        report.reindexed = await _reindex(tx, fresh, moved, progress)
         current = {"normalizer_version": str(NORMALIZER_VERSION), "search_index_version": str(SEARCH_INDEX_VERSION)}
         if report.changed and (not had_nodes or indexed == current):
             # Every node is indexed by this code now; a target indexed by older code keeps its
@@ -204,10 +204,11 @@ def _describe(table: CopiedTable, key: tuple[Any, ...]) -> str:
     return f"the {table.name} row with {shown}"
 
 
-async def _reindex(tx: Writer, fresh: list[str], moved: list[str]) -> int:
+async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Progress | None = None) -> int:
     """Signature hashes and search rows of the nodes the copy wrote, by the target's own code
     (the steps of `Service._reindex_if_analysis_changed`), a batch of documents at a time."""
     fresh_set = set(fresh)
+    total, done = len(fresh) + len(set(moved) - fresh_set), 0
     for wanted, is_fresh in ((fresh, True), ([i for i in moved if i not in fresh_set], False)):
         for start in range(0, len(wanted), PAGE):
             documents = []
@@ -217,4 +218,7 @@ async def _reindex(tx: Writer, fresh: list[str], moved: list[str]) -> int:
                 documents.append((node_id, state[1]))
             await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
             await tx.write_search_rows([(node_id, index_row(d)) for node_id, d in documents], fresh=is_fresh)
-    return len(fresh) + len(set(moved) - fresh_set)
+            done += len(documents)
+            if progress:  # a phase of its own: without it the bar would sit at 100% while this runs
+                progress(done, total, "nodes indexed")
+    return total
