@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from knowmesh_mcp.cli import build_parser
+from knowmesh_mcp.mcp_server import TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 
@@ -51,6 +52,7 @@ def parse_serve(args: list[str]):
     except SystemExit:
         pytest.fail(f"knowmesh-mcp rejects {args}")
     assert parsed.command == "serve" and not parsed.http, args
+    assert set(parsed.tools or ()) <= set(TOOL_NAMES), f"{args}: --tools names a tool the server lacks"
     return parsed
 
 
@@ -68,8 +70,20 @@ def shell_lines(markdown: str, program: str) -> list[list[str]]:
 
 def test_every_client_has_its_files():
     names = {path.name for path in EXAMPLES.iterdir()}
-    assert {"README.md", "agent_loop.py", "claude-code.md", "claude-code.mcp.json", "claude_desktop_config.json",
-            "vscode-mcp.json", "cursor-mcp.json"} <= names
+    assert {"README.md", "agent_loop.py", "claude-code.md", "claude-code.mcp.json", "claude-code.mcp.http.json",
+            "claude_desktop_config.json", "vscode-mcp.json", "vscode-mcp.http.json", "cursor-mcp.json",
+            "cursor-mcp.http.json"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_file_holds_one_entry_so_a_copy_never_lists_the_tools_twice(path):
+    """stdio in <client>.json, HTTP in <client>.http.json, both named knowmesh: merging one into a
+    configuration that has the other replaces it instead of adding a second set of tools."""
+    (name, entry), = servers_of(path).items()
+    assert name == "knowmesh"
+    assert ("url" in entry) == path.name.endswith(".http.json"), path.name
+    readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    assert f"[`{path.name}`]({path.name})" in readme, f"{path.name} is not in the README's table"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -178,7 +192,7 @@ async def test_the_remote_desktop_entry_reaches_the_mesh(service, base_url, make
     assert not (tmp_path / "client.db").exists(), "the remote front opens no local store"
 
 
-@pytest.mark.parametrize("name", ["claude-code.mcp.json", "vscode-mcp.json", "cursor-mcp.json"])
+@pytest.mark.parametrize("name", ["claude-code.mcp.http.json", "vscode-mcp.http.json", "cursor-mcp.http.json"])
 async def test_the_http_entries_reach_mcp(base_url, name):
     (url,) = [entry["url"] for entry in servers_of(EXAMPLES / name).values() if "url" in entry]
     served = urlsplit(url)._replace(netloc=urlsplit(base_url).netloc).geturl()  # same path, the test's port
