@@ -493,9 +493,9 @@ STDIO_HINT = ("knowmesh-mcp: an MCP server on stdin/stdout, waiting for an MCP c
 
 
 async def _serve_stdio(args: argparse.Namespace) -> int:
+    tools = served_tools(args)
     if sys.stdin.isatty():  # a person typed the command: no client sends a terminal as stdin
         print(STDIO_HINT, file=sys.stderr)
-    tools = served_tools(args)
     remote = args.remote or os.environ.get("KNOWMESH_URL")
     if remote:
         from .remote import RemoteMesh
@@ -597,7 +597,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
         runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync,
                                   "token": _token, "admin": _admin, "doctor": _doctor, "copy": _copy}
-        return asyncio.run(runner[args.command](args))
+        code = asyncio.run(runner[args.command](args))
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, not as "Exception ignored" at exit
+        return code
     except UsageError as error:
         print(f"knowmesh-mcp: {error}", file=sys.stderr)
         return 2

@@ -175,6 +175,16 @@ def test_export_into_a_pipe_closed_early_ends_quietly(tmp_path):
     assert "exported" not in errors, "no claim that the export finished"
 
 
+def test_a_reader_gone_before_the_first_byte_is_quiet_too(tmp_path):
+    """Short output sits in stdout's buffer until exit: the flush must not fail out loud either."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    done = subprocess.run(cli("search", "ModuleNotFoundError", "--db", str(tmp_path / "k.db")), stdout=writer,
+                          stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=120)
+    os.close(writer)
+    assert done.returncode in (0, 141) and done.stderr == "", done.stderr
+
+
 def test_export_piped_to_head_in_a_shell(tmp_path):
     db = tmp_path / "k.db"
     command = " ".join(cli("export", "--db", str(db)))
