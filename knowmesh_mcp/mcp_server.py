@@ -117,12 +117,12 @@ async def run_tool(call: Awaitable[dict[str, Any]]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=compact_json(body))], structured_content=body)
 
 
-# Only the hints that differ from the protocol's defaults (not read-only, destructive, not idempotent, open world):
-# every byte of tools/list is read into each session's context.
 READ_TOOLS = ("search", "read_article", "article_history", "review_queue")
 WRITE_TOOLS = ("create_node", "patch_article", "revise_article", "undo_edit", "report_outcome", "report_failed_attempt")
 TOOL_NAMES = READ_TOOLS + WRITE_TOOLS  # what `tools=` (serve --tools) may name; a test holds it to the server
 
+# Only the hints that differ from the protocol's defaults (not read-only, destructive, not idempotent, open world):
+# every byte of tools/list is read into each session's context.
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 APPEND = ToolAnnotations(destructive_hint=False)
 
@@ -294,14 +294,14 @@ class KnowmeshServer(MCPServer):
         """Make `tools/list` cheap for a client's context (it is read into every session) without
         changing what is checked: input schemas say what `call_tool` enforces (no argument the
         schema does not name) and lose pydantic's titles and `anyOf [T, null]` wrappers; output
-        schemas say "an object" (see `result_summary`), while every result is still validated against
-        its full model in `results` before it is sent."""
+        schemas say "an object" (`OUTPUT_SCHEMA`), while every result is still validated against its
+        full model in `results` before it is sent."""
         for tool in self._tool_manager.list_tools():
             tool.parameters.pop("title", None)
             tool.parameters["properties"] = {name: lean_parameter(schema) for name, schema in tool.parameters["properties"].items()}
             tool.parameters["additionalProperties"] = False
-            if tool.fn_metadata.output_schema is not None:
-                tool.fn_metadata.output_schema = result_summary(tool.fn_metadata.output_schema)
+            if tool.fn_metadata.output_schema is not None:  # the SDK validates against `output_model` while one is set
+                tool.fn_metadata.output_schema = dict(OUTPUT_SCHEMA)
 
 
 def lean_parameter(schema: dict[str, Any]) -> dict[str, Any]:
@@ -320,12 +320,11 @@ def lean_parameter(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def result_summary(schema: dict[str, Any]) -> dict[str, Any]:
-    """The published outputSchema of a tool: "an object" (the result is structured content).
-    Its full shape is 40 KB for ten tools (19 KB even without descriptions and titles), five times
-    what the whole `tools/list` may cost; it stays in the `results` models, which the server
-    validates every result against and `/v1/openapi.json` publishes with every description."""
-    return {"type": "object"}
+# The published outputSchema of every tool: its result is structured content, an object. The full
+# shapes are 40 KB for ten tools (19 KB even without descriptions and titles), five times what the
+# whole tools/list may cost; they stay in the `results` models, which the server validates every
+# result against and /v1/openapi.json publishes with every description.
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
 def server_version() -> str:
