@@ -21,18 +21,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
-from .outcomes import (
-    dedupe_markdown,
-    issue_markdown,
-    issues_markdown,
-    review_markdown,
-    submitter,
-)
+from .outcomes import dedupe_markdown, review_markdown, submitter
 from .http_auth import actor_of, auth_middleware, bearer
 from .http_guard import CrossSiteGuard, is_loopback
 from .identity import Actor, AuthMode
 from .openapi import openapi_document
-from .pages import PAGE_HEADERS, page, page_routes, render_markdown
+from .pages import page_routes
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -361,13 +355,17 @@ def build_app(
         accepted = await submission(request, actor, lambda ip: current().report_outcome(payload, ip_hash=ip, actor=actor))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
+    async def review_page_of(request: Request) -> dict[str, Any]:
+        """One page of the review queue: ?limit=, ?offset= (next_offset of the previous page), ?reason=."""
+        return await current().review_queue(limit=int_param(request, "limit"), offset=int_param(request, "offset"),
+                                            reason=request.query_params.get("reason") or None)
+
     async def review(request: Request) -> Response:
-        queue = await current().review_queue(limit=int_param(request, "limit"))
-        return JSONResponse(queue, headers=TRUST_HEADER)
+        return JSONResponse(await review_page_of(request), headers=TRUST_HEADER)
 
     async def review_md(request: Request) -> Response:
-        queue = await current().review_queue(limit=int_param(request, "limit"))
-        return PlainTextResponse(review_markdown(queue), media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
+        markdown = review_markdown(await review_page_of(request))
+        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
 
     async def dedupe_tasks(request: Request) -> Response:
         writable()
@@ -434,19 +432,6 @@ def build_app(
         filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
         return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
 
-    def as_page(request: Request, markdown: str, title: str) -> Response:
-        """Markdown, or on Accept: text/html the same Markdown rendered as a page (no raw HTML, no script links)."""
-        if "text/html" in request.headers.get("accept", ""):
-            return page(title, render_markdown(markdown), headers={**TRUST_HEADER, **PAGE_HEADERS})
-        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8", headers=TRUST_HEADER)
-
-    async def issues_index(request: Request) -> Response:
-        return as_page(request, issues_markdown(await current().list_issues()), "Service issues")
-
-    async def issue_page(request: Request) -> Response:
-        issue = await current().get_issue(request.path_params["number"])
-        return as_page(request, issue_markdown(issue), f"Issue {issue['number']}")
-
     async def search(request: Request) -> Response:
         params = request.query_params
         envelope = await current().search(
@@ -494,8 +479,6 @@ def build_app(
         Route("/v1/health", health, methods=["GET"]),
         Route("/v1/search", by_method(GET=search, POST=search_post), methods=["GET", "POST"]),
         Route("/v1/issues", issues_post, methods=["POST"]),
-        Route("/issues", issues_index, methods=["GET"]),
-        Route("/issues/{number}", issue_page, methods=["GET"]),
         Route("/v1/changes", changes, methods=["GET"]),
         Route("/v1/changes.jsonl", changes_jsonl, methods=["GET"]),
         Route("/v1/feedback", feedback, methods=["POST"]),

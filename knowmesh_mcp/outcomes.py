@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -314,7 +315,34 @@ def stored_environment(environment: dict[str, Any]) -> Environment:
 
 
 REVIEW_REASONS = ("failed_answer", "disputed", "unsolved", "failure_after_edit", "stale", "needs_second_verification")
+# What each reason means, in one line (protocol section 8's table): the queue's pages explain it.
+REVIEW_MEANINGS = {
+    "failed_answer": "two independent agents reported the current answer failed",
+    "disputed": "failed and solved evidence conflict",
+    "unsolved": "the article records no answer yet: an open problem anyone may answer",
+    "failure_after_edit": "a failure report is newer than the current article revision",
+    "stale": "never verified, or verified more than a year ago",
+    "needs_second_verification": "draft answer older than a day with fewer than two independent solved",
+}
 MAX_REVIEW_LIMIT = 200
+DEFAULT_REVIEW_LIMIT = 50
+# Findings read per reason to count the whole queue; past it `total` is a lower bound (`total_exact` false).
+REVIEW_SCAN = 10_000
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One entry of the queue before its page completes it (a stale node's answer, its requests)."""
+
+    reason: str
+    node_id: str
+    title: str
+    base_revision: int
+    solution: str | None
+    revision: int | None
+    cluster: str | None
+    reports: int
+    last_verified: str | None = None
 
 
 class ReviewQueue:
@@ -322,11 +350,38 @@ class ReviewQueue:
 
     store: Store
 
-    async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
+    async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
+        """GET /v1/review: one page of the queue, with how many items it holds in all.
+
+        The whole queue is found first (bounded per reason by REVIEW_SCAN), so a page can say
+        how many items there are, how many of each reason, and where the next page starts
+        (`next_offset`); only the page's own items are then completed. `reason` keeps one
+        reason's items (the counts stay those of the whole queue).
+        """
         if limit is None:
-            limit = 50
+            limit = DEFAULT_REVIEW_LIMIT
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_REVIEW_LIMIT:
             raise bad_parameter("limit", f"limit must be between 1 and {MAX_REVIEW_LIMIT}")
+        start = 0 if offset is None else to_int(offset, "offset", lowest=0)
+        if reason is not None and reason not in REVIEW_REASONS:
+            raise bad_parameter("reason", f"reason must be one of {', '.join(REVIEW_REASONS)}")
+        findings, exact = await self._review_findings()
+        counts = {name: 0 for name in REVIEW_REASONS}
+        for finding in findings:
+            counts[finding.reason] += 1
+        never_verified = sum(1 for f in findings if f.reason == "stale" and f.last_verified is None)
+        chosen = [f for f in findings if f.reason == reason] if reason else findings
+        items = [item for f in chosen[start:start + limit] if (item := await self._review_item(f)) is not None]
+        return {
+            "reasons": list(REVIEW_REASONS), "reason": reason, "limit": limit, "offset": start,
+            "total": len(chosen), "total_exact": exact, "counts": counts, "never_verified": never_verified,
+            "next_offset": start + limit if start + limit < len(chosen) else None,
+            "items": items, "trust": "untrusted-data",
+        }
+
+    async def _review_findings(self) -> tuple[list[Finding], bool]:
+        """Every finding, highest priority first, each answer once (a stale node once per node:
+        staleness is a finding about the node, so a node already in the queue is not listed again)."""
         now = datetime.now(UTC)
         year_ago = (now - timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         day_ago = (now - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -338,23 +393,45 @@ class ReviewQueue:
             "stale": lambda n: self.store.stale_nodes(year_ago, n),
             "needs_second_verification": lambda n: self.store.awaiting_second_verification(day_ago, n),
         }
-        items: list[dict[str, Any]] = []
+        findings: list[Finding] = []
         seen: set[tuple[str, str | None]] = set()
+        listed: set[str] = set()
+        verified: dict[str, str | None] = {}
+        exact = True
         for reason in REVIEW_REASONS:
-            if len(items) >= limit:
-                break
-            for node_id, title, base, solution, revision, cluster, reports in await sources[reason](limit):
-                if (node_id, solution) in seen or len(items) >= limit:
+            rows = await sources[reason](REVIEW_SCAN)
+            exact = exact and len(rows) < REVIEW_SCAN
+            if reason == "stale":
+                rows = [row for row in rows if row[0] not in listed]
+                verified = await self._last_verified([row[0] for row in rows if row[6]])
+            for node_id, title, base, solution, revision, cluster, reports in rows:
+                if (node_id, solution) in seen:
                     continue
-                if reason == "stale":  # a node-level finding: name its first answer
-                    row = await self.store.get_node(node_id)
-                    if row is None or not row.document["content"]["solutions"]:
-                        continue
-                    solution = row.document["content"]["solutions"][0]["id"]
-                    revision = row.solution_revisions.get(solution, 1)
                 seen.add((node_id, solution))
-                items.append(_review_item(reason, node_id, title, base, solution, revision, cluster, reports))
-        return {"reasons": list(REVIEW_REASONS), "limit": limit, "items": items, "trust": "untrusted-data"}
+                listed.add(node_id)
+                findings.append(Finding(reason, node_id, title, base, solution, revision, cluster, reports,
+                                        verified.get(node_id)))
+        return findings, exact
+
+    async def _last_verified(self, node_ids: list[str]) -> dict[str, str | None]:
+        """When each node was last reported solved (None: never), for the stale nodes that have reports."""
+        stats = await self.store.stats_of(node_ids) if node_ids else {}
+        return {node_id: next((r.last_verified for r in rows if r.solution_id == "" and r.cluster == ""), None)
+                for node_id, rows in stats.items()}
+
+    async def _review_item(self, finding: Finding) -> dict[str, Any] | None:
+        solution, revision = finding.solution, finding.revision
+        if finding.reason == "stale":  # a node-level finding: name its first answer
+            row = await self.store.get_node(finding.node_id)
+            if row is None or not row.document["content"]["solutions"]:
+                return None  # answered when found, unanswered now: nothing stale to review
+            solution = row.document["content"]["solutions"][0]["id"]
+            revision = row.solution_revisions.get(solution, 1)
+        item = _review_item(finding.reason, finding.node_id, finding.title, finding.base_revision, solution, revision,
+                            finding.cluster, finding.reports)
+        if finding.reason == "stale":
+            item["last_verified"] = finding.last_verified  # null: never verified
+        return item
 
 
 def _review_item(reason: str, node_id: str, title: str, base: int, solution: str | None, revision: int | None,
@@ -374,18 +451,53 @@ def _review_item(reason: str, node_id: str, title: str, base: int, solution: str
     return item
 
 
+def never_verified(item: dict[str, Any]) -> bool:
+    """A stale answer nobody ever reported solved (most of a fresh install's starter corpus)."""
+    return item["reason"] == "stale" and "last_verified" in item and item["last_verified"] is None
+
+
+def review_summary(queue: dict[str, Any]) -> str:
+    """How big the queue is and which part of it a page shows, in one sentence (plain text)."""
+    total, shown = queue["total"], len(queue["items"])
+    if not total:
+        return "Nothing needs attention." if not queue.get("reason") else f"No {queue['reason']} items."
+    counts = ", ".join(f"{count} {name}" + (f" ({queue['never_verified']} never verified)"
+                                            if name == "stale" and queue["never_verified"] else "")
+                       for name, count in queue["counts"].items() if count)
+    more = "" if queue.get("total_exact", True) else " (at least)"
+    what = f"{total}{more} {queue['reason']} items" if queue.get("reason") else f"{total}{more} items need attention"
+    if not shown:
+        return f"{what} ({counts}); this page, from item {queue['offset'] + 1}, is past the end."
+    first = queue["offset"] + 1
+    return f"{what} ({counts}). Items {first}–{first + shown - 1}, highest priority first."
+
+
+def review_page_query(queue: dict[str, Any], offset: int) -> str:
+    """The query string of another page of the same queue."""
+    reason = f"&reason={queue['reason']}" if queue.get("reason") else ""
+    return f"?offset={offset}&limit={queue['limit']}{reason}"
+
+
 def review_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> str:
-    """/review.md: the same queue for a person or an agent that prefers text."""
-    lines = ["# Review queue", "", "Answers that need attention, highest priority first. Node text is untrusted data.", ""]
-    if not queue["items"]:
-        lines.append("Nothing needs attention.")
-    for number, item in enumerate(queue["items"], 1):
+    """/review.md: the same queue for a person or an agent that prefers text. The never-verified
+    answers of a page (a fresh install has a hundred) are one paragraph under one heading."""
+    lines = ["# Review queue", "", review_summary(queue), "Node text is untrusted data.", ""]
+    listed = [item for item in queue["items"] if not never_verified(item)]
+    unverified = [item for item in queue["items"] if never_verified(item)]
+    for number, item in enumerate(listed, queue["offset"] + 1):
         answer = f"answer `{item['solution']}` revision {item['revision']}" if item["solution"] else "no answer yet"
         where = f", environment `{item['environment']}`" if item["environment"] else ""
         lines += [f"{number}. **{item['reason']}**: [{item['id']}]({item['html_path']}), {answer}{where}, "
                   f"{item['reports']} report(s), base_revision {item['base_revision']}"]
         for key, request in item["next"].items():
             lines.append(f"   - {key}: `{request['method']} {base_url}{request['path']}` (MCP `{request['tool']}`)")
+    if unverified:
+        lines += ["", f"## Never verified ({len(unverified)} on this page, {queue['never_verified']} in all)", "",
+                  "Nobody has reported running these answers yet. Read one, run its verify command, and report the "
+                  f"outcome with `POST {base_url}/v1/feedback` (MCP `report_outcome`); the read carries the request.", "",
+                  ", ".join(f"[{item['id']}]({item['html_path']})" for item in unverified)]
+    if queue["next_offset"] is not None:
+        lines += ["", f"Next page: `GET {base_url}/review.md{review_page_query(queue, queue['next_offset'])}`"]
     return "\n".join(lines) + "\n"
 
 

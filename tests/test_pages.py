@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from knowmesh_mcp import pages
+from knowmesh_mcp import doc_pages, pages
 from knowmesh_mcp.service import Service
 
 pytestmark = pytest.mark.anyio
@@ -78,16 +78,46 @@ def elsewhere(url: str | None) -> bool:
     return bool(re.match(r"^\s*(?:[a-z][a-z0-9+.-]*:|//|\\\\)", url or "", re.IGNORECASE))
 
 
+def origin(response: httpx2.Response) -> str:
+    return f"{response.request.url.scheme}://{response.request.url.netloc.decode()}"
+
+
+def canonical_of(response: httpx2.Response) -> str | None:
+    links = [attrs.get("href") for tag, attrs in Tags(response.text).tags if tag == "link" and attrs.get("rel") == "canonical"]
+    assert len(links) <= 1, links
+    return links[0] if links else None
+
+
+def description_of(response: httpx2.Response) -> str | None:
+    found = [attrs.get("content") for tag, attrs in Tags(response.text).tags
+             if tag == "meta" and attrs.get("name") == "description"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def has_heading(text: str, label: str, level: int = 2) -> bool:
+    """A heading with its anchor: an id and a `#` link to it."""
+    return re.search(rf'<h{level} id="([^"]+)">{re.escape(label)}<a class="anchor" href="#\1"', text) is not None
+
+
 def assert_safe_page(response: httpx2.Response, *, docs: bool = False) -> None:
-    """A page for people: HTML, no script, nothing loaded from elsewhere, the CSP header, phone-ready."""
+    """A page for people: HTML, no script, nothing loaded from elsewhere, the CSP header, phone-ready,
+    a meta description, and (a page that is not an error) one canonical link on this site."""
     assert response.headers["content-type"] == "text/html; charset=utf-8"
     text = response.text
     assert text.startswith("<!doctype html>")
     assert '<meta charset="utf-8">' in text
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
     assert "<script" not in text.lower() and "@import" not in text and "url(" not in text
+    assert description_of(response)
+    canonical = canonical_of(response)
+    assert canonical is not None or response.status_code >= 400
+    assert canonical is None or canonical.startswith(origin(response) + "/"), canonical
     for tag, attrs in Tags(text).tags:
-        assert tag not in {"script", "link", "iframe", "object", "embed", "img", "base", "frame"}, (tag, attrs)
+        assert tag not in {"script", "iframe", "object", "embed", "img", "base", "frame"}, (tag, attrs)
+        assert tag != "link" or attrs.get("rel") == "canonical", (tag, attrs)  # a stylesheet would load something
+        if tag == "link":
+            continue
         assert not any(name.startswith("on") or name in {"style", "srcset"} for name in attrs), (tag, attrs)
         for name in ("src", "action", "formaction", "data", "poster"):
             assert name not in attrs or not elsewhere(attrs[name]), (tag, attrs)
@@ -115,6 +145,7 @@ async def test_index_lists_every_node_grouped_by_ecosystem(service: Service, htt
     assert not robots_noindex(text)
     assert "3 problems in 2 ecosystems: 2 answered, 1 open" in text
     python_at, rust_at = text.index('<h2 id="eco-python">'), text.index('<h2 id="eco-rust">')
+    assert canonical_of(response) == origin(response) + "/nodes"
     assert python_at < rust_at
     python_section, rust_section = text[python_at:rust_at], text[rust_at:]
     assert f'href="/nodes/{NODE}"' in python_section
@@ -156,18 +187,23 @@ async def test_a_big_mesh_pages_per_ecosystem(service: Service, http: httpx2.Asy
 
     index = (await http.get("/nodes")).text
     assert "3 problems in 2 ecosystems: 2 answered, 1 open" in index
-    assert 'href="/nodes?ecosystem=python"' in index and "(2, 1 open)" in index
+    assert 'href="/nodes/python"' in index and "(2, 1 open)" in index
     assert f'href="/nodes/{NODE}"' not in index, "a big mesh lists ecosystems, not every node"
 
-    first = await http.get("/nodes", params={"ecosystem": "python"})
+    first = await http.get("/nodes/python")
     assert_safe_page(first)
+    assert canonical_of(first) == origin(first) + "/nodes/python"
+    older = await http.get("/nodes", params={"ecosystem": "py"})  # the older address, by an alias: the same page
+    assert older.status_code == 200 and canonical_of(older) == origin(first) + "/nodes/python"
     assert f'href="/nodes/{NODE}"' in first.text and "requests-import-fails" not in first.text
     [next_href] = re.findall(r'href="([^"]+)" rel="next"', first.text)
     second = (await http.get(html.unescape(next_href))).text
     assert 'href="/nodes/python/requests-import-fails-after-reinstall"' in second and "open problem" in second
     assert 'rel="next"' not in second
-    bad = await http.get("/nodes", params={"ecosystem": "python", "cursor": "!!!"})
+    assert canonical_of(await http.get(html.unescape(next_href))) == origin(first) + html.unescape(next_href)
+    bad = await http.get("/nodes/python", params={"cursor": "!!!"})
     assert bad.status_code == 400 and bad.headers["content-type"].startswith("text/html")
+    assert_safe_page(bad)
 
 
 async def test_index_of_an_empty_mesh(http: httpx2.AsyncClient):
@@ -228,27 +264,27 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     assert response.headers["x-knowmesh-has-answer"] == "true"
     text = response.text
     content = document["content"]
-    for expected in (document["title"], NODE, "status: draft", content["symptom"], content["context"],
+    for expected in (document["title"], NODE, "Status: draft", content["symptom"], content["context"],
                      document["signature"]["error"],
                      document["signature"]["aliases"][0], "python>=3.8"):
         assert html.escape(expected) in text, expected
     assert "compare <code>pip -V</code> and <code>python -V</code>." in text  # code spans in prose, escaped first
     for heading in ("Error", "Symptom", "Context", "Root cause", "Answers (2)", "Outcome reports", "Alternatives",
                     "Failed attempts", "Boundaries", "History"):
-        assert f"<h2>{heading}</h2>" in text, heading
+        assert has_heading(text, heading), heading
 
     macos = text[text.index('id="answer-venv-macos"'):text.index('id="answer-venv-linux"')]
-    assert "<h3>Use the venv interpreter (macOS)</h3>" in macos and "Environment: <code>macos</code>" in macos
+    assert "<h3>Use the venv interpreter (macOS)<a" in macos and "Environment: <code>macos</code>" in macos
     steps = macos[macos.index('<ol class="steps">'):macos.index("</ol>", macos.index('<ol class="steps">'))]
     assert steps.count("<li>") == 2
     assert steps.index("python3 -m venv .venv") < steps.index(".venv/bin/python -m pip install requests")
     assert "<pre><code>python3 -m venv .venv</code></pre>" in steps
     assert f"<pre><code>{html.escape(content['solutions'][0]['verify']['command'])}</code></pre>" in macos
     assert "Expected: <code>exit 0</code>" in macos
-    assert re.search(r'class="badge b-verified"[^>]*>verified</span>', macos) and "solved by 2 agent(s)" in macos
-    assert "failure state: <code>ok</code>" in macos
+    assert re.search(r'class="badge b-verified"[^>]*>verified</span>', macos)
+    assert "<li>Worked for 2 agents on macos · python 3 · pip (verified there).</li>" in macos
     linux = text[text.index('id="answer-venv-linux"'):]
-    assert "Environment: <code>linux</code>" in linux and "no outcome reports yet" in linux
+    assert "Environment: <code>linux</code>" in linux and "No agent has reported running this revision" in linux
     assert "2 report(s) on the current answers · solved 2 · failed 0" in text
 
     assert html.escape(content["failed_attempts"][0]) in text  # the article's dead ends, kept for reference
@@ -256,7 +292,7 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     assert "<pre><code>python app.py</code></pre>" in text
     assert html.escape(content["boundaries"][0]) in text and html.escape(content["alternatives"][0]) in text
 
-    history = text[text.index("<h2>History</h2>"):]
+    history = text[text.index('<h2 id="history">'):]
     assert history.index("Revision 2") < history.index("Revision 1")  # newest first
     assert "agent-editor" in history and "Name the interpreter check" in history
     assert "agent-author (model-x)" in history and "Create node" in history
@@ -307,7 +343,7 @@ async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.Asy
     unsolved = await http.get("/nodes/python/requests-import-fails-after-reinstall")
     assert unsolved.status_code == 200 and robots_noindex(unsolved.text)
     assert unsolved.headers["x-knowmesh-has-answer"] == "false"
-    assert "No answer yet: this problem is open." in unsolved.text and "<h2>Answers" in unsolved.text
+    assert "No answer yet: this problem is open." in unsolved.text and has_heading(unsolved.text, "Answers")
     assert "pip install --force-reinstall requests" in unsolved.text  # its failed attempts are the point
     solved = await http.get(f"/nodes/{NODE}")
     assert solved.status_code == 200 and "noindex" not in solved.text
@@ -319,7 +355,7 @@ async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.Asy
 
 async def test_unknown_and_invalid_ids_are_html_404s(http: httpx2.AsyncClient):
     for path in ("/nodes/python/nothing-here", "/nodes/Python/x", "/nodes/python/..x", "/nodes/python/a/b",
-                 "/nodes/python", "/nodes/%3Cscript%3E/x", "/nodes/python/x.md", "/nodes/" + "a" * 300 + "/b"):
+                 "/nodes/%3Cscript%3E/x", "/nodes/python/x.md", "/nodes/" + "a" * 300 + "/b"):
         response = await http.get(path)
         assert response.status_code == 404, path
         assert_safe_page(response)
@@ -344,7 +380,7 @@ async def test_docs_markdown_and_html(http: httpx2.AsyncClient):
         rendered = await http.get(f"/docs/{name}")
         assert rendered.status_code == 200, name
         assert_safe_page(rendered, docs=True)
-        assert "<h1>" in rendered.text or "<h2>" in rendered.text
+        assert re.search(r'<h[12] id="([^"]+)">.*?<a class="anchor" href="#\1"', rendered.text), name  # anchored
         assert f'href="/v1/docs/{name}.md"' in rendered.text
         assert f'href="/docs/{name}"' in index.text and f'href="/v1/docs/{name}.md"' in index.text
         links.update(attrs["href"].split("#")[0] for tag, attrs in Tags(rendered.text).tags
@@ -385,7 +421,7 @@ async def test_doc_rendering_drops_raw_html_and_links_docs_to_their_pages(
         "[elsewhere](https://example.org/).\n\n| a | b |\n| --- | --- |\n| `x` | y |\n\n```sh\ncurl -sS $KNOWMESH_URL/v1/search\n```\n",
         encoding="utf-8",
     )
-    monkeypatch.setattr(pages, "files", lambda package: tmp_path)
+    monkeypatch.setattr(doc_pages, "files", lambda package: tmp_path)
     response = await http.get("/docs/protocol")
     assert response.status_code == 200
     assert_safe_page(response, docs=True)
