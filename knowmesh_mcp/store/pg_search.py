@@ -19,8 +19,8 @@ How FTS5 maps onto PostgreSQL here:
   from the document frequencies the search already read), summed: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
   queries return the lowest `node_pk`s, as an unranked FTS5 query returns the lowest rowids.
 - **Trigrams.** FTS5's trigram table matches rows whose case-folded templates contain a trigram;
-  here one `templates ILIKE pattern` per gram, ORed (pg_trgm's GIN index serves each; ranked by
-  the idf of the grams matched), each pattern a gram with
+  here one `templates LIKE pattern` per gram (both sides are lowercase already), ORed (pg_trgm's
+  GIN index serves each; ranked by the idf of the grams matched), each pattern a gram with
   LIKE's `%`, `_` and `\\` escaped, so a gram is only ever a literal substring (and, as in FTS5, a
   string under three characters matches nothing).
 - **Document frequencies** (fts5vocab 'row' in SQLite: rows holding a term) live in `term_counts`,
@@ -86,12 +86,14 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
         patterns = [like_pattern(term) for term in terms if len(term) >= 3]
         if not patterns:
             return "SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE FALSE", []
-        # One ILIKE per pattern, ORed: the pg_trgm GIN index serves each (a BitmapOr); `ILIKE ANY
+        # One LIKE per pattern, ORed: the pg_trgm GIN index serves each (a BitmapOr); `LIKE ANY
         # (array)` cannot use a GIN index and scanned the whole table (44 ms at 10,000 nodes).
-        where = " OR ".join("g.templates ILIKE %s" for _ in patterns)
+        # LIKE, not ILIKE: templates and grams are lowercase already, and ILIKE folds every row
+        # again (a channel 28 ms instead of 6 ms when the planner scans the table).
+        where = " OR ".join("g.templates LIKE %s" for _ in patterns)
         if query.ranked:
             grams = [term for term in terms if len(term) >= 3]
-            rank = " + ".join("%s * (g.templates ILIKE %s)::int" for _ in patterns)
+            rank = " + ".join("%s * (g.templates LIKE %s)::int" for _ in patterns)
             weighted = [value for gram, pattern in zip(grams, patterns) for value in (rarity.get(gram, 1.0), pattern)]
             return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE {where} "
                     "ORDER BY rank DESC, g.node_pk LIMIT %s", [*weighted, *patterns, query.limit])

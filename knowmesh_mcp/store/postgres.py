@@ -111,7 +111,8 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             reason = str(error).strip().splitlines()[-1].strip() if str(error).strip() else type(error).__name__
             raise DatabaseUnusable(shown_url(url), f"cannot open the PostgreSQL database {shown_url(url)}: {reason}",
                                    status=503, code="database_unavailable") from None
-        pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True})
+        pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True},
+                                   configure=plan_for_memory)
         await pool.open()
         async with pool.connection() as connection:
             await connection.execute(
@@ -135,6 +136,13 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         with nul_as_bad_input():
             async with self._pool.connection() as connection:
                 return await (await connection.execute(sql, params)).fetchall()
+
+
+async def plan_for_memory(connection: Any) -> None:
+    """Plan for an index that lives in memory or on SSD. The default `random_page_cost` (4, a
+    spinning disk) made the planner read every row of `node_search` rather than its GIN index for a
+    term in 7 % of 10,000 nodes: 10.8 ms instead of 2.6 ms a channel (bench/pg_scale.py)."""
+    await connection.execute("SET random_page_cost = 1.1")
 
 
 @contextmanager
