@@ -209,7 +209,8 @@ def revision_entry(node_id: str, revision: dict[str, Any]) -> str:
         who += f" ({agent['model']})"
     kind = revision.get("kind") or "edit"
     number = revision["revision"]
-    changed = [change.get("path", "") for change in revision.get("changes") or [] if isinstance(change, dict)]
+    changed = [change["path"] for change in revision.get("changes") or []  # a create changes the whole document
+               if isinstance(change, dict) and isinstance(change.get("path"), str) and change["path"]]
     fields = ""
     if changed:
         shown = ", ".join(f"<code>{e(path)}</code>" for path in changed[:6])

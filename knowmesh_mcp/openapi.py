@@ -93,6 +93,8 @@ SEARCH = (
     LIMIT,
     Param("fields", "Comma-separated result keys to keep"),
 )
+REVIEW = (LIMIT, Param("offset", "Items to skip: next_offset of the previous page", integer=True),
+          Param("reason", "Only this reason's items, e.g. unsolved"))
 READ_HEADERS = ("ETag", "Cache-Control", "X-Knowmesh-Article-Revision", "X-Knowmesh-Node-Version", "X-Knowmesh-Has-Answer")
 # A write is refused on a read-only server or cross-site (403), for its size (413), its media
 # type (415) or the write limit (429); every write can also meet a malformed body (400).
@@ -154,9 +156,10 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=(*WRITE, 401, 404, 409), tool="undo_edit"),
     Operation("POST", "/v1/feedback", "Report what happened when you ran an answer", results.FeedbackReceipt,
               status=202, body=bodies.Feedback, errors=(*WRITE, 404, 409), tool="report_outcome"),
-    Operation("GET", "/v1/review", "Answers that need attention, highest priority first", results.ReviewQueue,
-              params=(LIMIT,), tool="review_queue"),
-    Operation("GET", "/review.md", "The review queue as Markdown", media=MARKDOWN, params=(LIMIT,)),
+    Operation("GET", "/v1/review", "Answers that need attention, highest priority first, with the queue's total",
+              results.ReviewQueue, params=REVIEW, tool="review_queue"),
+    Operation("GET", "/review.md", "The review queue as Markdown", media=MARKDOWN, params=REVIEW),
+    Operation("GET", "/review", "The review queue as HTML", media=HTML, params=REVIEW),
     Operation("GET", "/v1/changes", "Sync: nodes changed since a cursor", results.ChangesPage,
               params=(Param("since", "next_cursor of the previous page"), LIMIT)),
     Operation("GET", "/v1/changes.jsonl", "Sync as JSON lines (cursor in X-Knowmesh-Next-Cursor)", media=NDJSON,
@@ -194,7 +197,18 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/nodes", "HTML index and search of the nodes", media=HTML,
               params=(Param("q", "Search"), Param("env", "Environment"), Param("ecosystem", "One ecosystem"),
                       Param("cursor", "Next page")), errors=(400,)),
+    Operation("GET", "/", "The front door: what this is, search, ecosystems, open problems", media=HTML, errors=()),
+    Operation("GET", "/nodes/{ecosystem}", "One ecosystem's nodes as HTML", media=HTML,
+              params=(ECOSYSTEM, Param("cursor", "Next page")), errors=(400, 404)),
     Operation("GET", "/nodes/{ecosystem}/{slug}", "A node's HTML page", media=HTML, params=NODE, errors=(404,)),
+    Operation("GET", "/nodes/{ecosystem}/{slug}/history", "A node's revisions as HTML", media=HTML, params=NODE,
+              errors=(404,)),
+    Operation("GET", "/nodes/{ecosystem}/{slug}/diff", "What changed between two revisions, as HTML", media=HTML,
+              params=(*NODE, Param("from", "From this revision (default: the one before to)", integer=True),
+                      Param("to", "To this revision (default: the current one)", integer=True)), errors=(400, 404)),
+    Operation("GET", "/sitemap.xml", "Answered nodes and the fixed pages, for search engines", media="application/xml",
+              errors=()),
+    Operation("GET", "/robots.txt", "Where the sitemap is", media="text/plain", errors=()),
     Operation("GET", "/docs", "HTML documentation index", media=HTML, errors=()),
     Operation("GET", "/docs/{name}", "A protocol document as HTML", media=HTML,
               params=(Param("name", "protocol, schema, trust, mcp, ...", "path", example="protocol"),), errors=(404,)),

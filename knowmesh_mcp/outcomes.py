@@ -457,19 +457,21 @@ def never_verified(item: dict[str, Any]) -> bool:
 
 
 def review_summary(queue: dict[str, Any]) -> str:
-    """How big the queue is and which part of it a page shows, in one sentence (plain text)."""
-    total, shown = queue["total"], len(queue["items"])
+    """How big the queue is and which part of it a page shows, in plain sentences."""
+    total, shown, reason = queue["total"], len(queue["items"]), queue.get("reason")
     if not total:
-        return "Nothing needs attention." if not queue.get("reason") else f"No {queue['reason']} items."
-    counts = ", ".join(f"{count} {name}" + (f" ({queue['never_verified']} never verified)"
-                                            if name == "stale" and queue["never_verified"] else "")
-                       for name, count in queue["counts"].items() if count)
-    more = "" if queue.get("total_exact", True) else " (at least)"
-    what = f"{total}{more} {queue['reason']} items" if queue.get("reason") else f"{total}{more} items need attention"
-    if not shown:
-        return f"{what} ({counts}); this page, from item {queue['offset'] + 1}, is past the end."
+        return f"No {reason} items." if reason else "Nothing needs attention."
+    size = f"{total}" if queue.get("total_exact", True) else f"at least {total}"
+    if reason:
+        what = f"{size} {reason} items."
+    else:
+        counts = ", ".join(f"{count} {name}" for name, count in queue["counts"].items() if count)
+        never = queue["never_verified"]
+        what = f"{size} items need attention: {counts}" + (f", of which {never} never verified." if never else ".")
     first = queue["offset"] + 1
-    return f"{what} ({counts}). Items {first}–{first + shown - 1}, highest priority first."
+    if not shown:
+        return f"{what} This page, from item {first}, is past the end."
+    return f"{what} Items {first}–{first + shown - 1}, highest priority first."
 
 
 def review_page_query(queue: dict[str, Any], offset: int) -> str:

@@ -41,6 +41,7 @@ header{padding-top:.6rem;padding-bottom:.6rem;border-bottom:1px solid var(--line
 header nav{display:flex;flex-wrap:wrap;gap:.2rem 1rem}
 header a{font-weight:600}
 header a.home{margin-right:auto}
+@media (max-width:30rem){header nav{gap:.2rem .9rem}header a.home{flex-basis:100%}}
 footer{margin-top:3rem;padding-bottom:2rem;color:var(--muted);font-size:.875rem}
 a{color:var(--link)}
 h1{font-size:1.6rem;line-height:1.25;margin:1.2rem 0 .5rem}
@@ -85,9 +86,9 @@ border:1px solid currentColor;white-space:nowrap;vertical-align:.1em}
 .toc{display:flex;flex-wrap:wrap;gap:.3rem 1rem;padding:0;list-style:none}
 .pager{display:flex;flex-wrap:wrap;gap:.5rem 1.5rem;margin:1rem 0}
 .diff{padding:.4rem 0}
-.diff>span{display:block;padding:0 .7rem}
-.diff>.add{background:var(--add)}
-.diff>.del{background:var(--del)}
+.diff span{display:block;padding:0 .7rem}
+.diff .add{background:var(--add)}
+.diff .del{background:var(--del)}
 form{display:grid;gap:.4rem;margin:1rem 0;padding:.8rem;border:1px solid var(--line);border-radius:8px}
 form.row{display:flex;flex-wrap:wrap;align-items:end;gap:.6rem}
 form.row label{display:grid;gap:.2rem}

@@ -1,13 +1,15 @@
-"""The pages in a real browser: headless Chromium on a phone-sized window, against a real server.
+"""The pages in a real browser: headless Chromium at phone and desktop sizes, against a real server.
 
 Checks what only a browser can: hostile node text renders as text and never runs, and the
 pages fit a phone screen without horizontal scrolling. scripts/install-test-tools installs chromium and chromedriver;
-when they are missing this test fails (it is never skipped).
+when they are missing this test fails (it is never skipped). Screenshots of every page at both
+sizes go to $KNOWMESH_SCREENS (default /tmp/km-screens), for a person to look at.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
 
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +33,8 @@ ARGUMENTS = (
 PAYLOAD = "<script>window.__pwned = 1</script>"
 ATTRIBUTE_PAYLOAD = '"><img src=x onerror="window.__pwned = 2">'
 PHONE = (412, 915)
+DESKTOP = (1280, 900)
+SCREENS = Path(os.environ.get("KNOWMESH_SCREENS", "/tmp/km-screens"))
 NODE = "python/hostile-venv"
 LAYOUT = "return [document.documentElement.scrollWidth, window.innerWidth, document.body.scrollWidth]"
 
@@ -45,10 +50,15 @@ def chromium(tmp_path: Path) -> webdriver.Chrome:
         options.add_argument(argument)
     options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
     driver = webdriver.Chrome(service=ChromeService(executable_path=str(CHROMEDRIVER)), options=options)
-    # Headless windows are at least 500 px wide: emulate the phone itself (which also honours <meta viewport>).
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 2, "mobile": True})
+    emulate(driver, PHONE)
     return driver
+
+
+def emulate(driver: webdriver.Chrome, size: tuple[int, int]) -> None:
+    """Headless windows are at least 500 px wide: emulate the device itself (a phone also honours <meta viewport>)."""
+    phone = size == PHONE
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": size[0], "height": size[1], "deviceScaleFactor": 2 if phone else 1, "mobile": phone})
 
 
 def browse(base_url: str, tmp_path: Path) -> dict[str, Any]:
@@ -115,3 +125,112 @@ async def test_pages_render_safely_on_a_phone(service: Service, base_url: str, m
     screenshot = tmp_path / "node.png"
     assert screenshot.is_file() and screenshot.stat().st_size > 10_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- every kind of page, at both sizes -------------------------------------------------------------
+
+HOSTILE = "python/hostile-history"
+PAGES = {  # name: path
+    "home": "/",
+    "ecosystem": "/nodes/python",
+    "node": f"/nodes/{HOSTILE}",
+    "history": f"/nodes/{HOSTILE}/history",
+    "diff": f"/nodes/{HOSTILE}/diff?from=1&to=2",
+    "review": "/review",
+    "issues": "/issues",
+    "issue": "/issues/1",
+}
+INERT = {"home", "ecosystem", "node", "history", "diff", "review", "issues", "issue"}  # pages showing PAYLOAD
+
+
+def visit_all(base_url: str, tmp_path: Path) -> dict[tuple[str, tuple[int, int]], dict[str, Any]]:
+    """Every page at both sizes: its text, layout, scripts, and screenshots saved to SCREENS."""
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    driver = chromium(tmp_path)
+    seen: dict[tuple[str, tuple[int, int]], dict[str, Any]] = {}
+    try:
+        driver.set_page_load_timeout(30)
+        for size in (DESKTOP, PHONE):
+            emulate(driver, size)
+            for name, path in PAGES.items():
+                driver.get(base_url + path)
+                label = f"{name}-{size[0]}x{size[1]}"
+                driver.save_screenshot(str(SCREENS / f"{label}.png"))
+                full = driver.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "format": "png"})
+                (SCREENS / f"{label}-full.png").write_bytes(base64.b64decode(full["data"]))
+                seen[(name, size)] = {
+                    "text": driver.find_element(By.TAG_NAME, "body").text,
+                    "h1": driver.find_element(By.TAG_NAME, "h1").text,
+                    "layout": driver.execute_script(LAYOUT),
+                    "pwned": driver.execute_script("return window.__pwned"),
+                    "scripts": driver.execute_script("return document.scripts.length"),
+                    "images": driver.execute_script("return document.images.length"),
+                    "canonical": driver.execute_script(
+                        "const l = document.querySelector('link[rel=canonical]'); return l && l.href"),
+                    "description": driver.execute_script(
+                        "const m = document.querySelector('meta[name=description]'); return m && m.content"),
+                    "anchors": driver.execute_script(
+                        "return [...document.querySelectorAll('h2')].every(h => h.id && "
+                        "h.querySelector('a.anchor') && h.querySelector('a.anchor').getAttribute('href') === '#' + h.id)"),
+                }
+    finally:
+        driver.quit()
+    return seen
+
+
+async def test_every_page_fits_both_sizes_and_hostile_text_stays_inert(service: Service, base_url: str, make_doc,
+                                                                         tmp_path: Path):
+    await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    base = make_doc()
+    await service.create_node(make_doc(
+        id=HOSTILE, title=f"Hostile history {PAYLOAD}", error="RuntimeError: hostile history widget broke",
+        content={**base["content"], "symptom": f"Breaks. {ATTRIBUTE_PAYLOAD}",
+                 "root_cause": "A long path: /" + "/".join(["very-long-directory-name"] * 12),
+                 "solutions": base["content"]["solutions"][:1]},
+    ), agent={"id": "agent-author"})
+    await service.patch_article(HOSTILE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Sharpen {PAYLOAD}",
+                                ops=[{"op": "set", "path": "/content/root_cause", "value": f"Two interpreters {PAYLOAD}"},
+                                     {"op": "set", "path": "/content/solutions/venv-macos/fix/-",
+                                      "value": "a-very-long-unbroken-token-" + "x" * 160}])
+    for agent in ("agent-s1", "agent-s2", "agent-s3", "agent-f1"):
+        await service.report_outcome({"node": HOSTILE, "solution": "venv-macos", "env": {"os": "macos-15",
+                                      "runtime": "python-3.12", "pkg_manager": "pip"}, "agent": {"id": agent},
+                                      "outcome": "failed" if agent == "agent-f1" else "solved",
+                                      "reason": "Still broken." if agent == "agent-f1" else None,
+                                      "evidence": {"exit_code": 0}})
+    unsolved = make_doc(id="python/hostile-open", title=f"Open {PAYLOAD}", error="RuntimeError: hostile open gizmo",
+                        content={**base["content"], "solutions": []})
+    await service.create_node(unsolved)
+    await service.file_issue({"title": f"Pages {PAYLOAD}", "body": f"Body {ATTRIBUTE_PAYLOAD}", "endpoint": "/review"})
+
+    seen = await anyio.to_thread.run_sync(visit_all, base_url, tmp_path)
+
+    for (name, size), page in seen.items():
+        where = (name, size)
+        scroll_width, inner_width, body_width = page["layout"]
+        assert inner_width == size[0], where  # the emulated size took effect
+        assert scroll_width <= inner_width and body_width <= inner_width, (where, page["layout"])  # no sideways scroll
+        assert page["pwned"] is None and page["scripts"] == 0 and page["images"] == 0, where  # nothing ran or loaded
+        assert page["canonical"] and page["canonical"].startswith(base_url), where
+        assert page["description"], where
+        assert page["anchors"], where  # every h2 carries its anchor
+        if name in INERT:
+            assert "<script>" in page["text"], where  # the payload is shown, literally, as text
+        label = f"{name}-{size[0]}x{size[1]}"
+        for suffix in ("", "-full"):
+            shot = SCREENS / f"{label}{suffix}.png"
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 5_000, shot
+
+    home = seen[("home", DESKTOP)]
+    assert home["h1"] == "Knowmesh" and "Open problems" in home["text"] and f"Open {PAYLOAD}" in home["text"]
+    assert "python" in seen[("ecosystem", PHONE)]["h1"]
+    node = seen[("node", PHONE)]["text"]
+    assert "Worked for 3 agents on macos · python 3 · pip, failed for 1." in node
+    assert "Status: draft" in node and "Answer state:" in node
+    assert f"Sharpen {PAYLOAD}" in seen[("history", DESKTOP)]["text"]
+    diff = seen[("diff", PHONE)]["text"]
+    assert f"+ Two interpreters {PAYLOAD}" in diff and "/content/root_cause changed" in diff
+    review = seen[("review", DESKTOP)]["text"]
+    assert "items need attention" in review and "Never verified" in review and "Next page" in review
+    assert f"Pages {PAYLOAD}" in seen[("issues", PHONE)]["text"]
+    assert ATTRIBUTE_PAYLOAD in seen[("issue", PHONE)]["text"]

@@ -16,7 +16,8 @@ import httpx2
 import pytest
 
 from knowmesh_mcp import doc_pages, pages
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -435,3 +436,306 @@ async def test_doc_rendering_drops_raw_html_and_links_docs_to_their_pages(
     assert 'href="/docs/protocol">Protocol</a>' in index.text and 'href="/docs/schema"' not in index.text
     assert (await http.get("/v1/docs/schema.md")).status_code == 404  # allow-listed but not installed
     assert (await http.get("/docs/schema")).status_code == 404
+
+
+# -- the front door, ecosystems, history, diff, review, issues, sitemap ---------------------------
+
+async def starter(service: Service) -> int:
+    """The starter corpus, as a fresh install has it; returns how many nodes it holds."""
+    report = await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    return len(report.created)
+
+
+def anchored_headings(text: str) -> list[str]:
+    """The ids of the h2/h3 headings that carry an id and a `#` link to it."""
+    return re.findall(r'<h[23] id="([^"]+)">.*?<a class="anchor" href="#\1"', text)
+
+
+async def test_front_door(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc, title=f"Open {HOSTILE_TAG} problem"))
+    await service.create_node(rust_doc(make_doc))
+    await service.file_issue({"title": "A page is slow", "body": "It takes 3 s."})
+
+    response = await http.get("/")
+    assert response.status_code == 200
+    assert_safe_page(response)
+    assert canonical_of(response) == origin(response) + "/"
+    assert description_of(response).startswith("Error messages coding agents hit")
+    text = response.text
+    assert not robots_noindex(text)
+    assert "3 problems in 2 ecosystems: 2 answered, 1 open." in text
+    assert '<form method="get" action="/nodes" role="search">' in text and 'name="q"' in text
+    assert '<a href="/nodes/python">python</a> <span class="meta">2, 1 open</span>' in text
+    assert '<a href="/nodes/rust">rust</a> <span class="meta">1</span>' in text
+    assert has_heading(text, "Open problems (1)")
+    assert 'href="/nodes/python/requests-import-fails-after-reinstall"' in text
+    assert f"Open {html.escape(HOSTILE_TAG)} problem" in text and "<script>" not in text
+    for href in ('href="/review"', 'href="/issues"', 'href="/docs"', 'href="/llms.txt"'):
+        assert href in text, href
+    assert "1 report</a>" not in text and "1 report about Knowmesh itself" in text
+    assert {"ecosystems", "open-problems", "help", "for-agents"} <= set(anchored_headings(text))
+    assert (await http.head("/")).status_code == 200
+    assert (await http.post("/")).status_code == 405
+
+
+async def test_front_door_of_an_empty_mesh(http: httpx2.AsyncClient):
+    response = await http.get("/")
+    assert response.status_code == 200 and "0 problems in 0 ecosystems" in response.text
+    assert "None: every problem here has an answer." in response.text
+
+
+async def test_ecosystem_page_lists_that_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc))
+    await service.create_node(rust_doc(make_doc))
+
+    response = await http.get("/nodes/python")
+    assert response.status_code == 200
+    assert_safe_page(response)
+    assert canonical_of(response) == origin(response) + "/nodes/python"
+    assert "2 python errors" in description_of(response)
+    text = response.text
+    assert "<h1>python problems</h1>" in text and "2 problems: 1 answered, 1 open." in text
+    assert f'href="/nodes/{NODE}"' in text and 'href="/nodes/python/requests-import-fails-after-reinstall"' in text
+    assert "rust/borrow-of-moved-value" not in text
+    assert "open problem" in text and "answered" in text
+    alias = await http.get("/nodes/py")  # an alias folds to its ecosystem: one page, one canonical address
+    assert alias.status_code == 200 and canonical_of(alias) == origin(response) + "/nodes/python"
+    for path in ("/nodes/cobol", "/nodes/%3Cscript%3Ealert(1)"):
+        missing = await http.get(path)
+        assert missing.status_code == 404, path
+        assert_safe_page(missing)
+        assert robots_noindex(missing.text) and "<script>" not in missing.text
+        assert 'href="/nodes/python"' in missing.text  # the ecosystems there are
+
+
+async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc(), agent={"id": "agent-author"})
+    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Warn {HOSTILE_TAG}",
+                                ops=[{"op": "set", "path": "/content/root_cause", "value": f"Two interpreters {HOSTILE_ATTR}"},
+                                     {"op": "set", "path": "/content/solutions/venv-macos/fix/1",
+                                      "value": ".venv/bin/python -m pip install --upgrade requests"}])
+
+    history = await http.get(f"/nodes/{NODE}/history")
+    assert history.status_code == 200
+    assert_safe_page(history)
+    assert robots_noindex(history.text) and canonical_of(history) == origin(history) + f"/nodes/{NODE}/history"
+    text = history.text
+    assert text.index('id="revision-2"') < text.index('id="revision-1"')  # newest first
+    assert "agent-editor" in text and html.escape(f"Warn {HOSTILE_TAG}") in text and "<script>" not in text
+    assert f'href="/nodes/{NODE}/diff?from=1&amp;to=2"' in text
+    assert "<code>/content/root_cause</code>" in text  # which fields each revision changed
+    assert f'action="/nodes/{NODE}/diff"' in text and 'name="from"' in text and 'name="to"' in text
+    assert f'href="/nodes/{NODE}/history"' in (await http.get(f"/nodes/{NODE}")).text
+
+    diff = await http.get(f"/nodes/{NODE}/diff", params={"from": 1, "to": 2})
+    assert diff.status_code == 200
+    assert_safe_page(diff)
+    text = diff.text
+    assert "<h1>Revision 1 → 2 of" in text and "2 fields changed." in text
+    assert has_heading(text, "<code>/content/root_cause</code> changed")
+    assert '<span class="del">- pip installed into a different interpreter than the one running the script.</span>' in text
+    assert f'<span class="add">+ Two interpreters {html.escape(HOSTILE_ATTR)}</span>' in text
+    assert '<span class="del">- 2. .venv/bin/python -m pip install requests</span>' in text
+    assert '<span class="add">+ 2. .venv/bin/python -m pip install --upgrade requests</span>' in text
+    assert "<img" not in text
+    default = await http.get(f"/nodes/{NODE}/diff")  # no numbers: the last edit
+    assert default.status_code == 200 and "<h1>Revision 1 → 2 of" in default.text
+    same = await http.get(f"/nodes/{NODE}/diff", params={"from": 2, "to": 2})
+    assert same.status_code == 200 and "The two revisions have the same content." in same.text
+
+    for params in ({"from": "x"}, {"to": 3}, {"from": 0}, {"from": "9" * 30}, {"to": "-1"}):
+        bad = await http.get(f"/nodes/{NODE}/diff", params=params)
+        assert bad.status_code == 400, params
+        assert_safe_page(bad)
+    for path in ("/nodes/python/nothing/history", "/nodes/python/nothing/diff", "/nodes/Python/x/history"):
+        missing = await http.get(path)
+        assert missing.status_code == 404, path
+        assert_safe_page(missing)
+
+
+async def test_each_answer_shows_its_evidence_in_words(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    for agent in ("agent-s1", "agent-s2", "agent-s3"):
+        await service.report_outcome(solved_report(agent))
+    await service.report_outcome({**solved_report("agent-f1"), "outcome": "failed", "reason": "Still missing."})
+    linux = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
+    for agent in ("agent-l1", "agent-l2"):
+        await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
+                                      "agent": {"id": agent}, "reason": "Wrong interpreter again."})
+
+    text = (await http.get(f"/nodes/{NODE}")).text
+    macos = text[text.index('id="answer-venv-macos"'):text.index('id="answer-venv-linux"')]
+    assert "<li>Worked for 3 agents on macos · python 3 · pip, failed for 1.</li>" in macos
+    linux_part = text[text.index('id="answer-venv-linux"'):]
+    assert "<li>Failed for 2 agents on linux · python 3 · pip (known to fail there).</li>" in linux_part
+
+    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Another step",
+                                ops=[{"op": "set", "path": "/content/solutions/venv-linux/fix/-", "value": "hash -r"}])
+    linux_part = (await http.get(f"/nodes/{NODE}")).text.split('id="answer-venv-linux"', 1)[1]
+    assert "No agent has reported running this revision of the answer yet." in linux_part
+    assert "2 reports on earlier revisions of this answer" in linux_part
+
+
+async def test_status_and_answer_state_are_explained_side_by_side(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.import_documents([("doc", {**make_doc(), "status": "verified"})])
+    await service.create_node(open_problem(make_doc))
+
+    text = (await http.get(f"/nodes/{NODE}")).text
+    [lines] = re.findall(r'<ul class="states">(.*?)</ul>', text)
+    status, answers = re.findall(r"<li>(.*?)</li>", lines)
+    assert status.startswith("<strong>Status: verified</strong> — a maintainer reviewed this article")
+    assert "maintainers set the status" in status
+    assert answers.startswith("<strong>Answer state: draft</strong> — no answer has been reported solved by two")
+    assert "outcome reports set this" in answers
+    unsolved = (await http.get("/nodes/python/requests-import-fails-after-reinstall")).text
+    assert "<strong>Status: draft</strong> — published as submitted" in unsolved
+    assert "<strong>Answer state: none</strong> — no answer yet" in unsolved
+
+
+async def test_headings_carry_anchors(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc())
+    text = (await http.get(f"/nodes/{NODE}")).text
+    ids = anchored_headings(text)
+    assert {"error", "symptom", "context", "root-cause", "answers", "outcome-reports", "failed-attempts",
+            "boundaries", "history"} <= set(ids)
+    assert len(ids) == len(set(ids))
+    assert re.findall(r"<h2(?: [^>]*)?>", text) == re.findall(r'<h2 id="[^"]+">', text)  # every h2 has one
+    assert 'href="#answer-venv-macos"' in text and 'id="answer-venv-macos"' in text
+
+
+async def test_review_queue_of_a_fresh_install_counts_and_pages(service: Service, http: httpx2.AsyncClient):
+    size = await starter(service)
+    first = (await http.get("/v1/review")).json()
+    assert first["total"] == size and first["total_exact"] is True and first["offset"] == 0
+    assert first["counts"]["unsolved"] + first["counts"]["stale"] == size
+    assert first["never_verified"] == first["counts"]["stale"]
+    assert len(first["items"]) == 50 and first["next_offset"] == 50
+    seen = [item["id"] for item in first["items"]]
+    offset = first["next_offset"]
+    while offset is not None:
+        page_ = (await http.get("/v1/review", params={"offset": offset, "limit": 50})).json()
+        assert page_["total"] == size and page_["offset"] == offset
+        seen += [item["id"] for item in page_["items"]]
+        offset = page_["next_offset"]
+    assert len(seen) == size == len(set(seen))  # every item once, in priority order
+    stale = [item for item in first["items"] if item["reason"] == "stale"]
+    assert stale and all(item["last_verified"] is None and item["solution"] for item in stale)
+    past = (await http.get("/v1/review", params={"offset": size + 10})).json()
+    assert past["items"] == [] and past["next_offset"] is None and past["total"] == size
+    only = (await http.get("/v1/review", params={"reason": "unsolved"})).json()
+    assert only["total"] == first["counts"]["unsolved"] and {i["reason"] for i in only["items"]} == {"unsolved"}
+    for params in ({"offset": -1}, {"offset": "x"}, {"reason": "nope"}, {"limit": 0}, {"offset": "9" * 30}):
+        bad = await http.get("/v1/review", params=params)
+        assert bad.status_code == 400 and bad.json()["error"]["field"] in ("offset", "reason", "limit"), params
+
+    markdown = (await http.get("/review.md")).text
+    assert f"{size} items need attention" in markdown and "Items 1–50" in markdown
+    assert markdown.count("## Never verified") == 1 and "**stale**" not in markdown
+    assert f"## Never verified (46 on this page, {first['never_verified']} in all)" in markdown
+    assert "Next page: `GET $KNOWMESH_URL/review.md?offset=50&limit=50`" in markdown
+    assert "Items 51–100" in (await http.get("/review.md", params={"offset": 50})).text
+
+    response = await http.get("/review")
+    assert response.status_code == 200
+    assert_safe_page(response)
+    text = response.text
+    assert f"{size} items need attention" in text and "Items 1–50, highest priority first." in text
+    assert text.count('id="never-verified"') == 1 and has_heading(text, "unsolved <span class=\"meta\">(4 here, 4 in all)</span> ")
+    assert text.count("badge b-stale") == 0  # folded, not one line each
+    [next_href] = re.findall(r'href="([^"]+)" rel="next"', text)
+    assert html.unescape(next_href) == "/review?offset=50&limit=50"
+    second = (await http.get(html.unescape(next_href))).text
+    assert "Items 51–100" in second and 'rel="prev"' in second
+    assert 'href="/review?reason=unsolved"' in text
+    for params in ({"offset": "x"}, {"limit": "201"}, {"reason": HOSTILE_TAG}):
+        bad = await http.get("/review", params=params)
+        assert bad.status_code == 400, params
+        assert_safe_page(bad)
+        assert "<script>" not in bad.text
+
+
+async def test_review_page_lists_urgent_items_with_their_requests(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc(title=f"Hostile {HOSTILE_TAG}"))
+    for agent in ("agent-f1", "agent-f2"):
+        await service.report_outcome({**solved_report(agent), "outcome": "failed", "reason": "No."})
+    text = (await http.get("/review")).text
+    assert has_heading(text, 'failed_answer <span class="meta">(1 here, 1 in all)</span> ')
+    assert "Two independent agents reported the current answer failed." in text
+    assert "<code>POST /v1/feedback</code>" in text and f"<code>PATCH /v1/nodes/{NODE}/article</code>" in text
+    assert html.escape(f"Hostile {HOSTILE_TAG}") in text and "<script>" not in text
+    assert 'id="reasons"' in text  # the legend
+
+
+async def test_mcp_review_tool_still_answers_with_the_total(service: Service, make_doc):
+    from mcp import Client
+
+    from knowmesh_mcp.mcp_server import build_mcp_server
+
+    await service.create_node(open_problem(make_doc))
+    async with Client(build_mcp_server(lambda: service)) as client:
+        result = await client.call_tool("review_queue", {"limit": 1})
+    assert not result.is_error
+    assert result.structured_content["total"] == 1 and result.structured_content["next_offset"] is None
+
+
+async def test_issues_are_html_pages_for_a_browser(service: Service, http: httpx2.AsyncClient):
+    await service.file_issue({"title": f"Search {HOSTILE_TAG}", "body": f"Line one\n{HOSTILE_ATTR}\nline three",
+                              "endpoint": "/v1/search", "labels": ["search", HOSTILE_TAG]})
+    browser = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    listing = await http.get("/issues", headers=browser)
+    assert listing.status_code == 200
+    assert_safe_page(listing)
+    assert 'href="/issues/1"' in listing.text and html.escape(f"Search {HOSTILE_TAG}") in listing.text
+    assert "1 issue, 1 open" in listing.text and "badge b-open" in listing.text
+    one = await http.get("/issues/1", headers=browser)
+    assert one.status_code == 200
+    assert_safe_page(one)
+    assert f'<p class="prose">Line one\n{html.escape(HOSTILE_ATTR)}\nline three</p>' in one.text
+    assert "<dt>endpoint</dt>" in one.text and "<img" not in one.text and "<script>" not in one.text
+    assert "# Service issues" not in listing.text  # a page, not Markdown shown in a browser
+    missing = await http.get("/issues/99", headers=browser)
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+    markdown = await http.get("/issues")  # agents still get Markdown
+    assert markdown.headers["content-type"].startswith("text/markdown") and "#1 [open]" in markdown.text
+    assert (await http.get("/issues/99")).json()["error"]["code"] == "issue_not_found"
+
+
+async def test_sitemap_lists_answered_nodes_only(service: Service, http: httpx2.AsyncClient, make_doc):
+    from xml.etree import ElementTree
+
+    await service.create_node(make_doc())
+    await service.create_node(open_problem(make_doc))
+    await service.create_node(rust_doc(make_doc))
+    response = await http.get("/sitemap.xml")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/xml")
+    namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
+    root = ElementTree.fromstring(response.content)
+    urls = {url.findtext("s:loc", namespaces=namespace): url.findtext("s:lastmod", namespaces=namespace)
+            for url in root.findall("s:url", namespace)}
+    base = origin(response)
+    assert f"{base}/nodes/{NODE}" in urls and f"{base}/nodes/rust/borrow-of-moved-value" in urls
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", urls[f"{base}/nodes/{NODE}"])
+    assert not any("requests-import-fails-after-reinstall" in url for url in urls)  # the open problem stays out
+    assert {f"{base}/", f"{base}/nodes", f"{base}/nodes/python", f"{base}/docs/protocol"} <= set(urls)
+    node_urls = [url for url in urls if url.count("/") == 5 and "/nodes/" in url]
+    assert sorted(node_urls) == sorted([f"{base}/nodes/{NODE}", f"{base}/nodes/rust/borrow-of-moved-value"])
+    for url in urls:  # every listed page is indexable
+        page_ = await http.get(url.removeprefix(base))
+        assert page_.status_code == 200 and not robots_noindex(page_.text), url
+    robots = await http.get("/robots.txt")
+    assert robots.status_code == 200 and f"Sitemap: {base}/sitemap.xml" in robots.text
+
+
+@pytest.mark.parametrize("path", [
+    "/?q=%3Cscript%3E", "/nodes/%00", "/nodes/%ff%fe", "/nodes/python/x/history/extra", "/nodes/python/x/diff?from=%C2%B2",
+    "/nodes/a%2Fb/history", "/review?offset=%00", "/review?limit=", "/review?reason=", "/nodes/python?cursor=%00",
+    "/nodes/" + "x" * 5000, "/nodes/python/" + "y" * 5000 + "/diff",
+])
+async def test_hostile_page_addresses_are_never_a_500(service: Service, http: httpx2.AsyncClient, make_doc, path):
+    await service.create_node(make_doc())
+    response = await http.get(path)
+    assert response.status_code in (200, 400, 404), (path, response.status_code)
+    assert response.headers["content-type"].startswith("text/html"), path
+    assert "<script>" not in response.text
