@@ -144,7 +144,7 @@ def ecosystem_body(ecosystem: str, listed: dict[str, Any], count: dict[str, Any]
     """One page of one ecosystem's nodes, answered and open, with a link to the next."""
     summary = (f"{plural(count['nodes'], 'problem')}: {count['nodes'] - count['open']} answered, {count['open']} open."
                if count else "")
-    out = [f'<p class="meta"><a href="/">Home</a> › <a href="/nodes">All nodes</a></p>',
+    out = ['<p class="meta"><a href="/">Home</a> › <a href="/nodes">All nodes</a></p>',
            f"<h1>{e(ecosystem)} problems</h1>", f"<p>{e(summary)}</p>" if summary else "", search_form()]
     if not listed["nodes"]:
         out.append("<p>No nodes here.</p>")

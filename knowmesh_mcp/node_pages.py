@@ -55,7 +55,7 @@ def diff_href(node_id: str, first: int, last: int) -> str:
 
 
 def breadcrumb(node_id: str, ecosystem: str, *extra: str) -> str:
-    trail = [f'<a href="/nodes">All nodes</a>', f'<a href="{e(ecosystem_href(ecosystem))}">{e(ecosystem)}</a>', *extra]
+    trail = ['<a href="/nodes">All nodes</a>', f'<a href="{e(ecosystem_href(ecosystem))}">{e(ecosystem)}</a>', *extra]
     return f'<p class="meta">{" › ".join(trail)}</p>'
 
 

@@ -27,13 +27,15 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from . import browse_pages, doc_pages, node_pages, queue_pages
-from .doc_pages import DOCS, render_markdown, safe_link  # noqa: F401  (imported from here by older callers)
+from .doc_pages import DOCS, render_markdown, safe_link
 from .errors import KnowmeshError
 from .evidence_words import AnswerEvidence, answers_evidence
 from .limits import to_int
 from .outcomes import issue_markdown, issues_markdown
 from .page_shell import NODE_HEADERS, PAGE_HEADERS, absolute, e, ecosystem_href, error_page, page, search_form
 from .service import Service
+
+__all__ = ["page_routes", "render_markdown", "safe_link"]  # the last two: older callers import them from here
 
 SEARCH_LIMIT = 20
 LIST_PAGE = 100
