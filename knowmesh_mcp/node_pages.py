@@ -83,10 +83,21 @@ def scope_text(solution: dict[str, Any], node_environment: list[str]) -> str:
     return "every environment"
 
 
+def served_evidence(solution: dict[str, Any]) -> list[str]:
+    """The read's own counts (all environments together), for a node with too many reports to read."""
+    evidence = solution.get("evidence")
+    if not evidence:
+        return []
+    solved, failed = evidence.get("solved_agents", 0), evidence.get("failed_agents", 0)
+    text = ", ".join(part for part in (f"worked for {plural(solved, 'agent')}" if solved else "",
+                                       f"failed for {plural(failed, 'agent')}" if failed else "") if part)
+    return [f"{text} (all environments together)"] if text else []
+
+
 def evidence_text(solution: dict[str, Any], words: AnswerEvidence | None) -> str:
     """The answer's state, then what the reports say about it, one sentence per environment."""
     state = f"Answer state: {badge(solution.get('answer_state') or 'draft')}"
-    lines = words.lines if words else []
+    lines = words.lines if words else served_evidence(solution)
     notes = []
     if words and words.earlier:
         notes.append(f"{plural(words.earlier, 'report')} on earlier revisions of this answer (they do not count for this one)")

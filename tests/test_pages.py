@@ -578,6 +578,18 @@ async def test_each_answer_shows_its_evidence_in_words(service: Service, http: h
     assert "2 reports on earlier revisions of this answer" in linux_part
 
 
+async def test_evidence_words_of_a_node_with_more_reports_than_a_page_reads(
+    service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch
+):
+    monkeypatch.setattr(pages, "FEEDBACK_PAGES", 0)  # as if the node had more reports than the page reads
+    await service.create_node(make_doc())
+    for agent in ("agent-s1", "agent-s2"):
+        await service.report_outcome(solved_report(agent))
+    text = (await http.get(f"/nodes/{NODE}")).text
+    macos = text[text.index('id="answer-venv-macos"'):text.index('id="answer-venv-linux"')]
+    assert "<li>Worked for 2 agents (all environments together).</li>" in macos
+
+
 async def test_status_and_answer_state_are_explained_side_by_side(service: Service, http: httpx2.AsyncClient, make_doc):
     await service.import_documents([("doc", {**make_doc(), "status": "verified"})])
     await service.create_node(open_problem(make_doc))
