@@ -62,7 +62,7 @@ class Mesh(Protocol):
                         fields: str | None = ..., include: str | None = ...) -> dict[str, Any]: ...
     async def read_markdown(self, node_id: str) -> str: ...
     async def article_history(self, node_id: str, *, from_revision: Any = ..., to_revision: Any = ...) -> dict[str, Any]: ...
-    async def review_queue(self, *, limit: Any = ...) -> dict[str, Any]: ...
+    async def review_queue(self, *, limit: Any = ..., offset: Any = ...) -> dict[str, Any]: ...
     async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
     async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
                             actor: Actor | None = ...) -> dict[str, Any]: ...
@@ -439,8 +439,9 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
     )
     async def review_queue(
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        offset: Annotated[int, Field(ge=0)] = 0,
     ) -> Annotated[CallToolResult, ReviewQueue]:
-        return await run_tool(get_mesh().review_queue(limit=limit))
+        return await run_tool(get_mesh().review_queue(limit=limit, offset=offset))
 
     if not read_only:
 
@@ -523,7 +524,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             name="report_outcome",
             title="Report an outcome",
             description=(
-                "After running an answer's fix AND its verify command, report what happened. Two independent "
+                "After running an answer's fix AND its verify command, report the result. Two independent "
                 "agents make an answer verified or known-failed in an environment. Returns the answer's state "
                 "in yours (`next` when it flips)."
             ),
@@ -534,7 +535,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             solution: str,
             outcome: Annotated[str, Field(description="solved (evidence exit_code 0), failed or dangerous (give reason), env_mismatch")],
             env: Annotated[dict[str, Any], Field(description="{os: macos-15, runtime: python-3.12, pkg_manager: pip}")],
-            revision: Annotated[int | None, Field(ge=1, description="The answer's revision you ran (default: current)")] = None,
+            revision: Annotated[int | None, Field(ge=1, description="The revision you ran (default: current)")] = None,
             node_version: Annotated[str | None, Field(description="The `version` you read")] = None,
             evidence: Annotated[dict[str, Any] | None, Field(description="{verify: command, exit_code: 0}")] = None,
             reason: str | None = None,

@@ -150,8 +150,8 @@ class RemoteMesh:
     async def list_feedback(self, node_id: str, *, after: int = 0) -> dict[str, Any]:
         return await self.call("GET", node_path(node_id) + "/feedback", params={"after": after})
 
-    async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
-        return await self.call("GET", "/v1/review", params={"limit": limit})
+    async def review_queue(self, *, limit: Any = None, offset: Any = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset})
 
     async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None) -> dict[str, Any]:
         agent = self.agent_field(agent, actor)

@@ -439,7 +439,14 @@ class ReviewQueue(Result):
     """Answers that need attention, highest priority first."""
 
     reasons: list[str] = Field(description="Every reason, highest priority first")
+    reason: str | None = Field(description="The one reason kept, or null for all")
     limit: int = Field(description="Items asked for")
+    offset: int = Field(description="Where this page starts in the queue")
+    total: int = Field(description="Items in the queue (of `reason`, when given)")
+    total_exact: bool = Field(description="False when a reason had more findings than are scanned: `total` is a floor")
+    counts: dict[str, int] = Field(description="Items per reason, of the whole queue")
+    never_verified: int = Field(description="Stale answers nobody has ever reported solved")
+    next_offset: int | None = Field(description="The offset of the next page, or null on the last")
     items: list[ReviewItem] = Field(description="Highest priority first")
     trust: Trust = Field(description=TRUST)
 

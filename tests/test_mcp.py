@@ -269,3 +269,16 @@ async def test_streamable_http_submissions_count_against_the_write_limit(service
             again = await client.call_tool("report_outcome", report)
             assert error_body(again)["error"]["code"] == "duplicate_report", "anonymous reports are deduplicated by address"
     assert await service.store.count_nodes() == 2
+
+
+async def test_review_queue_tool_pages_with_offset(service, make_doc, mcp_connect):
+    for n in range(3):
+        document = make_doc(id=f"python/open-problem-{n}", error=f"OpenProblemError{n}: nobody solved this {n}")
+        document["content"]["solutions"] = []
+        await service.create_node(document)
+    async with mcp_connect(service) as client:
+        first = (await client.call_tool("review_queue", {"limit": 2})).structured_content
+        rest = (await client.call_tool("review_queue", {"limit": 2, "offset": first["next_offset"]})).structured_content
+    assert (first["total"], first["next_offset"], rest["next_offset"]) == (3, 2, None)
+    seen = [item["id"] for item in first["items"] + rest["items"]]
+    assert sorted(seen) == [f"python/open-problem-{n}" for n in range(3)]
