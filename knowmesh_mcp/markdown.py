@@ -284,7 +284,7 @@ def render_article(view: dict[str, Any], *, base_url: str = "$KNOWMESH_URL") -> 
     if "failed_attempts" in content:
         out += ["## Failed attempts", ""]
         if content.get("failed_attempts_archived"):
-            out += ["Archived now that an answer exists; add `?include=archived_failures` to see them.", ""]
+            out += ["Archived now that an answer exists; add `?include=archived_failures` (`read --include archived_failures`, MCP `include`) to see them.", ""]
         elif content["failed_attempts"]:
             out += [item(value) for value in content["failed_attempts"]] + [""]
         else:
