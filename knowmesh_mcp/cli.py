@@ -206,7 +206,18 @@ async def _open(args: argparse.Namespace):  # -> Service, imported lazily to kee
     from .service import Service
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
-    return await Service.open(database_path(args), seed=not empty)
+    bar = progress_bar(sys.stderr, unit="nodes reindexed (the search code changed)")
+    shown = []
+
+    def reindexing(done: int, total: int) -> None:
+        shown.append(done)
+        bar(done, total)
+
+    try:
+        return await Service.open(database_path(args), seed=not empty, progress=reindexing if bar else None)
+    finally:
+        if shown:
+            sys.stderr.write("\n")
 
 
 async def _search(args: argparse.Namespace) -> int:

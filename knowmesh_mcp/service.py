@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import getpass
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -132,12 +132,16 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         self.store = store
 
     @classmethod
-    async def open(cls, db_path: str | Path, *, seed: bool = True) -> Service:
-        """Open (creating and migrating if needed) a database; a new one gets the starter corpus."""
+    async def open(cls, db_path: str | Path, *, seed: bool = True,
+                   progress: Callable[[int, int], None] | None = None) -> Service:
+        """Open (creating and migrating if needed) a database; a new one gets the starter corpus.
+
+        `progress(done, total)` follows a rebuild of the search index, which an upgrade of the
+        search code starts here (minutes on a big mesh)."""
         store = await open_store(db_path)
         service = cls(store)
         try:
-            await service._reindex_if_analysis_changed()
+            await service._reindex_if_analysis_changed(progress)
             if store.created and seed:
                 documents = load_documents([store_dir() / "starter"])
                 await service.import_documents(documents, summary="Starter corpus")
@@ -149,16 +153,21 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
     async def close(self) -> None:
         await self.store.close()
 
-    async def _reindex_if_analysis_changed(self) -> None:
+    async def _reindex_if_analysis_changed(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Signature hashes and the search index are derived: rebuild them when their code changed."""
         normalizer = await self.store.get_meta("normalizer_version")
         index = await self.store.get_meta("search_index_version")
         if normalizer == str(NORMALIZER_VERSION) and index == str(SEARCH_INDEX_VERSION):
             return
         documents = [(document["id"], document) async for document, _, _ in self.store.iter_current_documents()]
+        rows = []
+        for done, (node_id, document) in enumerate(documents, start=1):
+            rows.append((node_id, index_row(document)))
+            if progress is not None and (done % 500 == 0 or done == len(documents)):
+                progress(done, len(documents))
         async with self.store.write() as tx:
             await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
-            await tx.write_search_rows([(node_id, index_row(d)) for node_id, d in documents])
+            await tx.write_search_rows(rows)
             await tx.set_meta("normalizer_version", str(NORMALIZER_VERSION))
             await tx.set_meta("search_index_version", str(SEARCH_INDEX_VERSION))
 

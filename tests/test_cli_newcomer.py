@@ -276,3 +276,22 @@ def test_import_and_export_show_progress_on_a_terminal_and_nothing_when_piped(tm
     assert piped_export.stderr == f"exported {len(exported.read_text().splitlines())} documents\n"
     piped_import = run("import", str(exported), "--db", str(tmp_path / "three.db"), "--empty")
     assert piped_import.stderr == "" and piped_import.stdout.startswith("created ")
+
+
+def test_an_index_rebuild_shows_progress_on_a_terminal_and_nothing_when_piped(tmp_path):
+    import sqlite3
+
+    db = str(tmp_path / "old.db")
+    assert run("export", "-o", str(tmp_path / "warm.jsonl"), "--db", db).returncode == 0  # a seeded mesh
+
+    def as_if_the_search_code_changed() -> None:
+        with sqlite3.connect(db) as connection:
+            connection.execute("UPDATE meta SET value = '0' WHERE key = 'search_index_version'")
+
+    as_if_the_search_code_changed()
+    code, shown, out = on_a_terminal("search", "ModuleNotFoundError: No module named 'requests'", "--db", db)
+    assert code == 0 and "\r[" + "#" * 30 + "]" in shown and "nodes reindexed" in shown, shown
+    assert "python/" in out
+    as_if_the_search_code_changed()
+    piped = run("search", "ModuleNotFoundError: No module named 'requests'", "--db", db)
+    assert piped.returncode == 0 and piped.stderr == ""
