@@ -999,6 +999,7 @@ class Corpus:
         misses = [0] * len(FAMILIES)
         seen_errors: set[tuple[str, tuple[str, ...]]] = set()
         seen_ids: set[str] = set()
+        next_suffix: dict[str, int] = {}  # per id base: every suffix below it is taken
         cum = list(accumulate(FAMILIES[i].weight for i in active))
         index = 0
         while index < count:
@@ -1017,22 +1018,24 @@ class Corpus:
                 continue
             misses[family_index] = 0
             seen_errors.add(key)
-            document = self._document(rng, family, slots, error, index, seen_ids)
+            document = self._document(rng, family, slots, error, index, seen_ids, next_suffix)
             meta = Meta(index=index, id=document["id"], ecosystem=family.ecosystem, family=family_index,
                         slots={k: slots[k] for k in family.identity}, error=error)
             yield index, document, meta
             index += 1
 
     def _document(self, rng: random.Random, family: Family, slots: Slots, error: str, index: int,
-                  seen_ids: set[str]) -> dict[str, Any]:
+                  seen_ids: set[str], next_suffix: dict[str, int]) -> dict[str, Any]:
         eco = family.ecosystem
         name = "-".join(slugify(slots[k]) for k in family.identity[:2] if slugify(slots[k]))
         base = f"{family.key}-{name}"[:90].strip("-._") if name else family.key
         node_id = f"{eco}/{base}"
-        suffix = 2
-        while node_id in seen_ids:
-            node_id = f"{eco}/{base}-{suffix}"
-            suffix += 1
+        if node_id in seen_ids:  # the first free suffix, as a scan from 2 finds it, without rescanning (quadratic at 1M)
+            suffix = next_suffix.get(node_id, 2)
+            while f"{node_id}-{suffix}" in seen_ids:
+                suffix += 1
+            next_suffix[node_id] = suffix + 1
+            node_id = f"{node_id}-{suffix}"
         seen_ids.add(node_id)
         first_line = error.splitlines()[0]
         symptom = f"{rng.choice(SYMPTOM_LEADS[eco])} `{first_line[:300]}`. {rng.choice(SYMPTOM_TAILS)}"
