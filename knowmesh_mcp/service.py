@@ -501,8 +501,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         async with self.store.write() as tx:
             existing = await tx.versions_of([p.document.id for _, p in batch])
             fresh: list[NewNode] = []
-            claimed: dict[str, list[tuple[list[str], str]]] = {}
-            duplicates = await tx.signature_owners({p.signature_hash for _, p in batch})
+            claimed: dict[tuple[str, tuple[str, ...]], str] = {}  # (signature hash, quoted values) -> the first id in this batch
+            duplicates = await tx.duplicates_of((p.signature_hash, p.quoted_values) for _, p in batch)
             for source, prepared in batch:
                 node_id = prepared.document.id
                 if node_id in existing:
@@ -512,12 +512,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                         report.skipped.append({"source": source, "id": node_id,
                                                "reason": "id exists with different content (edit the article instead)"})
                     continue
-                owners = duplicates.get(prepared.signature_hash, []) + claimed.get(prepared.signature_hash, [])
-                owner = next((oid for quoted, oid in owners if quoted == prepared.quoted_values), None)
+                key = (prepared.signature_hash, tuple(prepared.quoted_values))
+                owner = duplicates.get(key) or claimed.get(key)
                 if owner is not None:
                     report.skipped.append({"source": source, "id": node_id, "reason": f"duplicate of {owner} (same normalized error)"})
                     continue
-                claimed.setdefault(prepared.signature_hash, []).append((prepared.quoted_values, node_id))
+                claimed.setdefault(key, node_id)
                 fresh.append(prepared.new_node(kind=kind, agent=None, summary=summary))
                 report.created.append(node_id)
             if not report.dry_run:

@@ -30,8 +30,6 @@ CREATE TABLE nodes (
 
 CREATE INDEX nodes_by_ecosystem ON nodes (ecosystem, id);
 
-CREATE INDEX nodes_by_signature ON nodes (signature_hash);
-
 CREATE UNIQUE INDEX nodes_by_change ON nodes (change_seq);
 
 CREATE TABLE node_versions (
@@ -316,3 +314,5 @@ CREATE TABLE node_redirects (
     created_at   TEXT NOT NULL,
     CHECK (node_id <> canonical_id)
 );
+
+CREATE INDEX nodes_by_duplicate_key ON nodes (signature_hash, quoted_values);

@@ -174,26 +174,26 @@ async def test_indexed_node_count_alike(both_stores, make_doc):
     assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 8, "postgres": 8}
 
 
-async def test_signature_owners_duplicate_of_and_set_signature_hashes_alike(both_stores, make_doc):
+async def test_duplicates_of_duplicate_of_and_set_signature_hashes_alike(both_stores, make_doc):
     docs = documents(make_doc)
     await insert_nodes(both_stores, docs)
-    hashes = {signature_hash(d["signature"]["error"]) for d in docs} | {"0" * 64}
     module = signature_hash(docs[0]["signature"]["error"])
+    keys = [(module, ["requests"]), (module, ("cv2",)), (module, ["numpy"]), ("0" * 64, []), (module, ["requests"])]
     results: dict[str, Any] = {}
     for name, store in both_stores.items():
         async with store.write() as tx:
-            owners = await tx.signature_owners(iter(hashes))
+            found = await tx.duplicates_of(iter(keys))
             duplicates = [await tx.duplicate_of(module, ["requests"]), await tx.duplicate_of(module, ["cv2"]),
                           await tx.duplicate_of(module, ["numpy"]), await tx.duplicate_of("0" * 64, [])]
             await tx.set_signature_hashes(iter([("f" * 64, docs[2]["id"]), ("f" * 64, docs[3]["id"])]))
-            moved = await tx.signature_owners(["f" * 64, signature_hash(docs[2]["signature"]["error"])])
-            nothing = await tx.signature_owners([])
-        results[name] = (owners, duplicates, moved, nothing)
+            moved = await tx.duplicates_of([("f" * 64, quoted_values(d["signature"]["error"])) for d in docs[2:4]])
+            nothing = await tx.duplicates_of([])
+        results[name] = (found, duplicates, moved, nothing)
     assert results["sqlite"] == results["postgres"]
-    owners, duplicates, moved, nothing = results["postgres"]
-    assert [node_id for _, node_id in owners[module]] == ["python/module-not-found-venv", "python/no-module-cv2-opencv"]
+    found, duplicates, moved, nothing = results["postgres"]
+    assert found == {(module, ("requests",)): "python/module-not-found-venv", (module, ("cv2",)): "python/no-module-cv2-opencv"}
     assert duplicates == ["python/module-not-found-venv", "python/no-module-cv2-opencv", None, None]
-    assert [node_id for _, node_id in moved["f" * 64]] == [docs[2]["id"], docs[3]["id"]] and nothing == {}
+    assert sorted(moved.values()) == sorted([docs[2]["id"], docs[3]["id"]]) and nothing == {}
 
 
 def as_set(matches: list[tuple[str, int, str | None, str]]) -> set[tuple[str, int, str | None, str]]:

@@ -263,8 +263,9 @@ class Writer(Protocol):
     async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
         ...
 
-    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
-        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
+    async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
+        """{(signature hash, quoted values): the first node id, in id order, holding both} for the keys
+        that have one: one index probe each, however many siblings share the hash."""
         ...
 
     async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:

@@ -221,25 +221,23 @@ class SearchWrites:
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
     _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
 
-    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
-        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
-        owners: dict[str, list[tuple[list[str], str]]] = {}
-        hashes = list(hashes)
-        if not hashes:
-            return owners
-        for digest, quoted, node_id in await self._all(
-            'SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash = ANY (%s::text[]) ORDER BY id COLLATE "C"',
-            [hashes],
-        ):
-            owners.setdefault(digest, []).append((json.loads(quoted), node_id))
-        return owners
+    async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
+        wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
+        if not wanted:
+            return {}
+        quoted = [json.dumps(list(values), ensure_ascii=False) for _, values in wanted]
+        rows = await self._all(  # md5(...) = md5(...) is what the index nodes_by_duplicate_key serves
+            """SELECT k.ord, (SELECT min(n.id COLLATE "C") FROM nodes n
+                              WHERE n.signature_hash = k.hash AND md5(n.quoted_values) = md5(k.quoted)
+                                AND n.quoted_values = k.quoted)
+               FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS k (hash, quoted, ord)""",
+            [[digest for digest, _ in wanted], quoted],
+        )
+        return {wanted[int(ordinal) - 1]: node_id for ordinal, node_id in rows if node_id is not None}
 
     async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
         """The node whose normalized signature and quoted values both match, if any."""
-        for values, node_id in (await self.signature_owners([signature_hash])).get(signature_hash, []):
-            if values == quoted:
-                return node_id
-        return None
+        return (await self.duplicates_of([(signature_hash, quoted)])).get((signature_hash, tuple(quoted)))
 
     async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
         """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""

@@ -451,21 +451,19 @@ class Writer:
         rows = await self._all_in("SELECT id, current_version FROM nodes WHERE id IN ({marks})", ids)
         return {row[0]: row[1] for row in rows}
 
-    async def signature_owners(self, hashes: Iterable[str]) -> dict[str, list[tuple[list[str], str]]]:
-        """{signature hash: [(quoted values, node id), ...]} for the given hashes."""
-        owners: dict[str, list[tuple[list[str], str]]] = {}
-        for digest, quoted, node_id in await self._all_in(
-            "SELECT signature_hash, quoted_values, id FROM nodes WHERE signature_hash IN ({marks}) ORDER BY id", hashes
-        ):
-            owners.setdefault(digest, []).append((json.loads(quoted), node_id))
-        return owners
+    async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
+        wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
+        rows = await self._all(
+            """SELECT k.key, (SELECT min(n.id) FROM nodes n WHERE n.signature_hash = json_extract(k.value, '$[0]')
+                                                            AND n.quoted_values = json_extract(k.value, '$[1]'))
+               FROM json_each(?) AS k""",
+            (json.dumps([[digest, json.dumps(list(values), ensure_ascii=False)] for digest, values in wanted]),),
+        )
+        return {wanted[int(index)]: node_id for index, node_id in rows if node_id is not None}
 
     async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
         """The node whose normalized signature and quoted values both match, if any."""
-        for values, node_id in (await self.signature_owners([signature_hash])).get(signature_hash, []):
-            if values == quoted:
-                return node_id
-        return None
+        return (await self.duplicates_of([(signature_hash, quoted)])).get((signature_hash, tuple(quoted)))
 
     async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
         """Insert new nodes with their first version, revision 1, solution revisions and index rows."""

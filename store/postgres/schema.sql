@@ -499,9 +499,9 @@ CREATE INDEX node_versions_by_node ON public.node_versions USING btree (node_id)
 
 CREATE UNIQUE INDEX nodes_by_change ON public.nodes USING btree (change_seq);
 
-CREATE INDEX nodes_by_ecosystem ON public.nodes USING btree (ecosystem, id);
+CREATE INDEX nodes_by_duplicate_key ON public.nodes USING btree (signature_hash, md5(quoted_values));
 
-CREATE INDEX nodes_by_signature ON public.nodes USING btree (signature_hash);
+CREATE INDEX nodes_by_ecosystem ON public.nodes USING btree (ecosystem, id);
 
 CREATE TRIGGER article_revisions_immutable BEFORE UPDATE ON public.article_revisions FOR EACH ROW EXECUTE FUNCTION public.refuse_change();
 
