@@ -109,7 +109,12 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
         weighted = [value for term in terms for value in (rarity.get(term, 1.0), term)]
         return (f"SELECT t.node_pk, {rank} AS rank FROM {table} t "
                 f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*weighted, *terms, query.limit])
-    return f"SELECT t.node_pk, 0 AS rank FROM {table} t WHERE {where} ORDER BY t.node_pk LIMIT %s", [*terms, query.limit]
+    # An unranked OR is chosen only when its terms are rare (at most `limit` matches): read them by the
+    # GIN index. `node_pk + 0` keeps the planner off the primary key's order, which it took for a
+    # LIMIT and then filtered 300,000 rows to find 7 (279 ms at 300,000 nodes instead of 1 ms).
+    order = "t.node_pk" if query.every else "t.node_pk + 0"
+    return (f"SELECT t.node_pk, 0 AS rank FROM {table} t WHERE {where} ORDER BY {order} LIMIT %s",
+            [*terms, query.limit])
 
 
 class SearchReads:
