@@ -20,16 +20,22 @@ def _request(method: str, path: str, body: dict[str, Any], tool: str, arguments:
     return {"method": method, "path": path, "body": body, "tool": tool, "arguments": arguments}
 
 
-def environment_placeholder(env: dict[str, Any] | None) -> dict[str, Any]:
-    """The feedback-style environment object, filled from the reader's parsed env where known."""
+def known_environment(env: dict[str, Any] | None) -> tuple[str, list[str], str]:
+    """(os, runtimes, package manager) of a parsed env, in the feedback form (`macos-15`,
+    `python-3.12`); empty where not given."""
     env = env or {}
     os_name = "-".join(part for part in (env.get("os"), env.get("os_version")) if part)
-    runtimes = env.get("runtimes") or {}
-    runtime = next(("-".join(p for p in (name, version) if p) for name, version in runtimes.items()), "")
+    runtimes = ["-".join(p for p in (name, version) if p) for name, version in (env.get("runtimes") or {}).items()]
+    return os_name, runtimes, env.get("pkg_manager") or ""
+
+
+def environment_placeholder(env: dict[str, Any] | None) -> dict[str, Any]:
+    """The feedback-style environment object, filled from the reader's parsed env where known."""
+    os_name, runtimes, manager = known_environment(env)
     return {
         "os": os_name or fill_in("os, e.g. macos-15"),
-        "runtime": runtime or fill_in("runtime, e.g. python-3.12"),
-        "pkg_manager": env.get("pkg_manager") or fill_in("package manager, e.g. pip"),
+        "runtime": (runtimes or [""])[0] or fill_in("runtime, e.g. python-3.12"),
+        "pkg_manager": manager or fill_in("package manager, e.g. pip"),
     }
 
 
@@ -93,11 +99,9 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
 def known_context(env: dict[str, Any] | None) -> str:
     """The context an open problem can state from the search alone: the environment, where given.
     Placeholders here were once published unchanged as real nodes."""
-    env = env or {}
-    os_name = "-".join(part for part in (env.get("os"), env.get("os_version")) if part)
-    runtimes = ", ".join("-".join(p for p in (name, version) if p) for name, version in (env.get("runtimes") or {}).items())
-    known = [f"{label} {value}" for label, value in (("OS", os_name), ("runtime", runtimes),
-                                                      ("package manager", env.get("pkg_manager"))) if value]
+    os_name, runtimes, manager = known_environment(env)
+    known = [f"{label} {value}" for label, value in (("OS", os_name), ("runtime", ", ".join(runtimes)),
+                                                      ("package manager", manager)) if value]
     return ("Seen on " + ", ".join(known) + "." if known else "Seen in an environment the search did not state.")
 
 

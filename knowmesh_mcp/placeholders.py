@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from .articles import escape_segment
 from .model import Problem
 
 FILL_INS = frozenset({
@@ -44,7 +45,7 @@ def strings(value: Any, pointer: str = "") -> Iterator[tuple[str, str]]:
         yield pointer, value
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from strings(item, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}")
+            yield from strings(item, f"{pointer}/{escape_segment(str(key))}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from strings(item, f"{pointer}/{index}")

@@ -37,15 +37,15 @@ How FTS5 maps onto PostgreSQL here:
 from __future__ import annotations
 
 import json
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .rows import CandidateText, SearchRow, TermQuery
+from .shared import CandidateTexts, fold_channel_rows
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
-CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
 
 # ts_rank's weights, in its {D, C, B, A} order: article (C) 0.1, signature (B) 0.5, title (A) 1.0.
 RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
@@ -119,7 +119,7 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
 
 class SearchReads:
     _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
-    _candidate_texts: OrderedDict[int, tuple[str, CandidateText]]  # pk -> (version, text), made by PostgresStore
+    _candidate_texts: CandidateTexts  # made by PostgresStore
 
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
@@ -158,42 +158,19 @@ class SearchReads:
             "SELECT m.channel, m.node_pk, m.hash, n.current_version FROM ("
             + " UNION ALL ".join(f"({part})" for part in parts)
             + ") AS m JOIN nodes n ON n.pk = m.node_pk ORDER BY m.part, m.ord", params)
-        signature: dict[int, tuple[str, str]] = {}
-        others: dict[tuple[str, int], str] = {}
-        for channel, pk, hashed, version in rows:
-            if channel == "signature":
-                if len(signature) < signature_limit:
-                    signature.setdefault(pk, (hashed, version))
-            else:
-                others[(channel, pk)] = version
-        return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
-                + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+        return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
-        """The indexed text of each node of `versions` ({pk: current version}), in that order.
-
-        Texts are read once per node version and kept (a node's text changes only with its
-        version, so a kept text is never stale, on any number of servers).
-        """
-        cache = self._candidate_texts
-        missing = [pk for pk, version in versions.items() if cache.get(pk, (None,))[0] != version]
-        if missing:
+        """The indexed text of each node of `versions` ({pk: current version}), in that order (kept per version)."""
+        async def fetch(missing: list[int]) -> list[tuple[str, CandidateText]]:
             rows = await self._fetchall(
                 f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
                     JOIN node_search s ON s.node_pk = i.node_pk WHERE i.node_pk = ANY (%s::bigint[])""",
                 [missing],
             )
-            for row in rows:
-                cache[row[0]] = (row[-1], CandidateText(*row[:-1]))
-            while len(cache) > CANDIDATE_CACHE:
-                cache.popitem(last=False)
-        found = []
-        for pk, version in versions.items():
-            entry = cache.get(pk)
-            if entry is not None and entry[0] == version:
-                cache.move_to_end(pk)
-                found.append(entry[1])
-        return found
+            return [(row[-1], CandidateText(*row[:-1])) for row in rows]
+
+        return await self._candidate_texts.texts(versions, fetch)
 
     async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
         """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections import OrderedDict
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -27,7 +26,7 @@ from ..errors import DatabaseUnusable, KnowmeshError
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
 from .pg_search import SearchReads
-from .rows import CandidateText
+from .shared import CandidateTexts
 from .sqlite import read_migrations, store_dir, utc_now
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         self.path = shown_url(url)
         self.created = created  # True when this open made the database (the caller may seed it)
         self._pool = pool
-        self._candidate_texts: OrderedDict[int, tuple[str, CandidateText]] = OrderedDict()  # see pg_search
+        self._candidate_texts = CandidateTexts()
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:

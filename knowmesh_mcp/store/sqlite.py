@@ -15,7 +15,6 @@ import sqlite3
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import aiosqlite
 from ..errors import DatabaseUnusable
 from ..identity import agent_object
 from .interface import CopiedTable, copied_table
+from .shared import CandidateTexts, fold_channel_rows
 from .rows import (
     CandidateText,
     DuplicateRow,
@@ -119,11 +119,6 @@ STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, samp
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
-CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
-
-
-def _candidate_text(row: Sequence[Any]) -> CandidateText:
-    return CandidateText(*row)
 
 
 # FTS5 table and ranking of each TermQuery.table: title and signature weigh more than the article.
@@ -715,7 +710,7 @@ class Store:
         # (write generation, {(vocabulary, term): nodes holding it}): see document_frequencies
         self._frequencies: tuple[int, dict[tuple[str, str], int]] = (-1, {})
         self._node_count: tuple[int, int] = (-1, 0)
-        self._candidate_texts: OrderedDict[int, tuple[str, CandidateText]] = OrderedDict()  # pk -> (version, text)
+        self._candidate_texts = CandidateTexts()
 
     @classmethod
     async def open(cls, path: str | Path) -> Store:
@@ -893,43 +888,19 @@ class Store:
         rows = await self._fetchall(
             "SELECT m.*, n.current_version FROM (" + " UNION ALL ".join(parts) + ") AS m JOIN nodes n ON n.pk = m.node_pk",
             params)
-        signature: dict[int, tuple[str, str]] = {}
-        others: dict[tuple[str, int], str] = {}
-        for channel, pk, hashed, version in rows:
-            if channel == "signature":
-                if len(signature) < signature_limit:
-                    signature.setdefault(pk, (hashed, version))
-            else:
-                others[(channel, pk)] = version
-        return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
-                + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+        return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
-        """The indexed text of each node of `versions` ({pk: current version}), in that order.
-
-        Texts are read once per node version and kept (a node's text changes only with its
-        version, so a kept text is never stale, on any number of servers).
-        """
-        cache = self._candidate_texts
-        missing = [pk for pk, version in versions.items() if cache.get(pk, (None,))[0] != version]
-        if missing:
-            marks = ",".join("?" * len(missing))
+        """The indexed text of each node of `versions` ({pk: current version}), in that order (kept per version)."""
+        async def fetch(missing: list[int]) -> list[tuple[str, CandidateText]]:
             rows = await self._fetchall(
                 f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
-                    JOIN node_search s ON s.rowid = i.node_pk WHERE i.node_pk IN ({marks})""",
+                    JOIN node_search s ON s.rowid = i.node_pk WHERE i.node_pk IN ({",".join("?" * len(missing))})""",
                 missing,
             )
-            for row in rows:
-                cache[row[0]] = (row[-1], _candidate_text(row[:-1]))
-            while len(cache) > CANDIDATE_CACHE:
-                cache.popitem(last=False)
-        found = []
-        for pk, version in versions.items():
-            entry = cache.get(pk)
-            if entry is not None and entry[0] == version:
-                cache.move_to_end(pk)
-                found.append(entry[1])
-        return found
+            return [(row[-1], CandidateText(*row[:-1])) for row in rows]
+
+        return await self._candidate_texts.texts(versions, fetch)
 
     async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
         """{node id: its node_stats rows} (nodes without evidence are absent)."""
