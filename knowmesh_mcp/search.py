@@ -253,11 +253,11 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     """Every candidate of every channel, scored and ordered best first (environment not yet known)."""
     terms = plan.terms
     grams = _grams(plan.mains[0] if plan.is_output else " ".join(terms.words))
-    frequencies, gram_frequencies = await store.document_frequencies(
-        [*terms.decisive, *terms.context, *terms.words], grams)
+    heads = list(terms.decisive) if plan.is_output else list(terms.words)
+    frequencies, gram_frequencies, head_frequencies = await store.document_frequencies(
+        [*terms.decisive, *terms.context, *terms.words], grams, heads)
     total = max(await store.indexed_node_count(), 1)
     whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
-    heads = list(terms.decisive) if plan.is_output else list(terms.words)
     # Nodes holding every content word of the query (of its first decisive line): few and precise,
     # where an OR of common words would rank short articles first.
     every = [t for t in (terms.words if not plan.is_output else terms.first) if t in frequencies and t not in STOPWORDS]
@@ -265,7 +265,8 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     queries = [
         TermQuery("every", "search", every, EVERY_LIMIT, every=True),
         channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total),
-        channel_query("heads", "heads", heads, frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total),
+        # titles and signatures are short: a term common in articles can be rare there
+        channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total),
         channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS, GRAM_BUDGET, total=total),
     ]
     by_hash = dict(plan.hashes)
@@ -294,7 +295,7 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     main = normalize_signature((decisive_lines(document["signature"]["error"]) or [document["signature"]["error"]])[0])
     words = query_terms(f"{document['title']}\n{document['signature']['error']}", drop_stopwords=True)
     words = [w for w in words if w not in STOPWORDS]
-    frequencies, _ = await store.document_frequencies(words)
+    frequencies = (await store.document_frequencies(words)).terms
     query = channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS, total=await store.indexed_node_count())
     matches = await store.channel_matches([], [], 0, [query])
     versions = {pk: version for _, pk, _, version in matches}

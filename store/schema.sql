@@ -316,3 +316,12 @@ CREATE TABLE node_redirects (
 );
 
 CREATE INDEX nodes_by_duplicate_key ON nodes (signature_hash, quoted_values);
+
+CREATE TABLE term_counts (
+    kind TEXT NOT NULL CHECK (kind IN ('term', 'head', 'gram')),
+    term TEXT NOT NULL,
+    doc  INTEGER NOT NULL CHECK (doc >= 0),
+    PRIMARY KEY (kind, term)
+) WITHOUT ROWID;
+
+CREATE VIRTUAL TABLE head_terms USING fts5vocab (node_heads, 'row');

@@ -91,25 +91,32 @@ async def rewrite(stores: dict[str, Any], docs: list[dict[str, Any]], *, fresh: 
             await tx.write_search_rows([(d["id"], index_row(d)) for d in docs], fresh=fresh)
 
 
-async def vocabularies(stores: dict[str, Any]) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
-    """Every term's and every trigram's document frequency, as each backend keeps them."""
+async def vocabularies(stores: dict[str, Any]) -> dict[str, tuple[dict[str, int], ...]]:
+    """Every term's, head term's and trigram's document frequency: as FTS5 itself counts them
+    (fts5vocab, the ground truth) and as each backend's `term_counts` keeps them."""
     sqlite, postgres = stores["sqlite"], stores["postgres"]
+
+    async def kept(store: Any, mark: str) -> tuple[dict[str, int], ...]:
+        return tuple([dict(await store._fetchall(f"SELECT term, doc FROM term_counts WHERE kind = {mark}", (kind,)))
+                      for kind in ("term", "gram", "head")])
+
     return {
-        "sqlite": (dict(await sqlite._fetchall("SELECT term, doc FROM search_terms")),
-                   dict(await sqlite._fetchall("SELECT term, doc FROM gram_terms"))),
-        "postgres": (dict(await postgres._fetchall("SELECT term, doc FROM term_counts WHERE kind = 'term'")),
-                     dict(await postgres._fetchall("SELECT term, doc FROM term_counts WHERE kind = 'gram'"))),
+        "fts5vocab": tuple([dict(await sqlite._fetchall(f"SELECT term, doc FROM {table}"))
+                            for table in ("search_terms", "gram_terms", "head_terms")]),
+        "sqlite": await kept(sqlite, "?"),
+        "postgres": await kept(postgres, "%s"),
     }
 
 
 async def assert_frequencies_alike(stores: dict[str, Any], probes: list[str], grams: list[str]) -> None:
     whole = await vocabularies(stores)
-    assert whole["sqlite"][0] == whole["postgres"][0]
-    assert whole["sqlite"][1] == whole["postgres"][1]
-    assert whole["sqlite"][0] and whole["sqlite"][1]
-    answers = {name: await store.document_frequencies(probes, grams) for name, store in stores.items()}
+    assert whole["sqlite"] == whole["fts5vocab"]
+    assert whole["postgres"] == whole["fts5vocab"]
+    assert all(whole["fts5vocab"])
+    answers = {name: await store.document_frequencies(probes, grams, probes) for name, store in stores.items()}
     assert answers["sqlite"] == answers["postgres"]
-    assert list(answers["sqlite"][0]) == list(answers["postgres"][0])  # same order: the order asked in
+    assert answers["sqlite"].heads and answers["sqlite"].heads != answers["sqlite"].terms
+    assert list(answers["sqlite"].terms) == list(answers["postgres"].terms)  # same order: the order asked in
 
 
 def probe_terms(docs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -132,7 +139,7 @@ async def test_document_frequencies_alike_after_inserts_replacements_and_rebuild
                           "error": "ModuleNotFoundError: No module named 'zebrafish'"}),
               make_doc(**{**CORPUS[6], "title": "Not a repository: quokka", "error": "fatal: quokka is not a repository"})]
     await rewrite(both_stores, edited)
-    after_edit, _ = await both_stores["postgres"].document_frequencies(["zebrafish", "quokka", "git"])
+    after_edit = (await both_stores["postgres"].document_frequencies(["zebrafish", "quokka", "git"])).terms
     assert after_edit["zebrafish"] == 1 and after_edit["quokka"] == 1
     await assert_frequencies_alike(both_stores, [*terms, "zebrafish", "quokka"], grams)
 
@@ -144,10 +151,10 @@ async def test_document_frequencies_alike_after_inserts_replacements_and_rebuild
     # Back to the original documents: counts return to what the first inserts made.
     await rewrite(both_stores, docs)
     await assert_frequencies_alike(both_stores, terms, grams)
-    (gone, _), = [await both_stores["postgres"].document_frequencies(["zebrafish", "quokka"])]
-    assert gone == {}
-    (left,) = await both_stores["postgres"]._fetchall("SELECT count(*) FROM term_counts WHERE doc = 0")
-    assert left == (0,)
+    for store in both_stores.values():
+        assert await store.document_frequencies(["zebrafish", "quokka"], [], ["zebrafish", "quokka"]) == ({}, {}, {})
+        (left,) = await store._fetchall("SELECT count(*) FROM term_counts WHERE doc = 0")
+        assert tuple(left) == (0,)
 
 
 async def test_a_fresh_write_counts_from_nothing_and_a_failed_write_counts_nothing(both_stores, make_doc):
@@ -163,6 +170,38 @@ async def test_a_fresh_write_counts_from_nothing_and_a_failed_write_counts_nothi
     assert await vocabularies(both_stores) == before
     await insert_nodes(both_stores, docs[3:], first_pk=4)
     await assert_frequencies_alike(both_stores, terms, grams)
+
+
+async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(tmp_path, pg_database, make_doc):
+    """SQLite's 0010 (term_counts from fts5vocab) and PostgreSQL's 0003 ('head' counts from
+    node_heads) run on a mesh that already has nodes: afterwards every count equals FTS5's own."""
+    from knowmesh_mcp.store import Store
+    from knowmesh_mcp.store.postgres import PostgresStore, migrate
+
+    docs = documents(make_doc)
+    stores = {"sqlite": await Store.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
+    await insert_nodes(stores, docs)
+    expected = await vocabularies(stores)
+    # Back to the schema before the migrations, their rows gone
+    async with stores["sqlite"].write() as tx:
+        for statement in ("DROP TABLE term_counts", "DROP TABLE head_terms", "DELETE FROM schema_migrations WHERE version = 10"):
+            await tx.connection.execute(statement)
+    async with stores["postgres"].write() as tx:
+        for statement in ("DELETE FROM term_counts WHERE kind = 'head'",
+                          "ALTER TABLE term_counts DROP CONSTRAINT term_counts_kind_check",
+                          "ALTER TABLE term_counts ADD CONSTRAINT term_counts_kind_check CHECK (kind IN ('term', 'gram'))",
+                          "DELETE FROM schema_migrations WHERE version = 3"):
+            await tx.connection.execute(statement)
+    for store in stores.values():
+        await store.close()
+    assert await migrate(pg_database) == 1
+    stores = {"sqlite": await Store.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
+    try:
+        assert await vocabularies(stores) == expected
+        assert all(expected["fts5vocab"])
+    finally:
+        for store in stores.values():
+            await store.close()
 
 
 async def test_indexed_node_count_alike(both_stores, make_doc):
@@ -293,8 +332,8 @@ async def test_terms_with_tsquery_and_like_syntax_neither_error_nor_match_wrongl
             on_sqlite = as_set(await sqlite.channel_matches([], [], 0, queries))
             on_postgres = as_set(await postgres.channel_matches([], [], 0, queries))
             assert on_sqlite == on_postgres, (term, queries)
-        frequencies = await postgres.document_frequencies([term], [term])
-        assert frequencies == await sqlite.document_frequencies([term], [term]), term
+        frequencies = await postgres.document_frequencies([term], [term], [term])
+        assert frequencies == await sqlite.document_frequencies([term], [term], [term]), term
 
     def ids(matches):
         return {docs[pk - 1]["id"] for _, pk, _, _ in matches}

@@ -12,6 +12,7 @@ import httpx2
 import pytest
 
 from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.store import migrations
 
 from conftest import opened, serving
 
@@ -34,7 +35,8 @@ async def test_doctor_on_a_healthy_mesh_says_what_a_user_needs_to_know(tmp_path)
     assert checked.returncode == 0, checked.stderr
     lines = checked.stdout.splitlines()
     assert lines[0] == f"database        {db} (sqlite)"
-    assert lines[1].startswith("schema version  9 (latest 9)")
+    latest = len(migrations())
+    assert lines[1].startswith(f"schema version  {latest} (latest {latest})")
     assert lines[2] == f"nodes           {nodes}" and nodes > 100
     assert "tokens          1 agent, 1 maintainer" in lines and "last sync       never synced" in lines
     assert lines[-1] == "ok"

@@ -12,6 +12,7 @@ from .rows import (
     CandidateText,
     DuplicateRow,
     Edit,
+    Frequencies,
     NewNode,
     NodeRow,
     RevisionRow,
@@ -39,7 +40,7 @@ async def open_store(target: str | Path) -> Store:
     return await Store.open(target)
 
 __all__ = [
-    "CandidateText", "DuplicateRow", "Edit", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
+    "CandidateText", "DuplicateRow", "Edit", "Frequencies", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
     "SyncedRevision", "TermQuery", "Writer", "consolidated_schema", "is_postgres", "migrations", "open_store",
     "store_dir", "utc_now",
 ]

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from .rows import (
     CandidateText,
     Edit,
+    Frequencies,
     NewNode,
     NodeRow,
     RevisionRow,
@@ -349,8 +350,9 @@ class Store(Protocol):
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`: what a copy reads."""
         ...
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
-        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out."""
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+        """How many nodes hold each term (in any field), each template trigram of `grams` and each term
+        of `heads` in title or signature; absent ones are left out."""
         ...
 
     async def ecosystem_counts(self) -> list[tuple[str, int, int]]:

@@ -23,13 +23,10 @@ How FTS5 maps onto PostgreSQL here:
   GIN index serves each; ranked by the idf of the grams matched), each pattern a gram with
   LIKE's `%`, `_` and `\\` escaped, so a gram is only ever a literal substring (and, as in FTS5, a
   string under three characters matches nothing).
-- **Document frequencies** (fts5vocab 'row' in SQLite: rows holding a term) live in `term_counts`,
-  kept by `write_search_rows` in the indexing transaction from the same tokens fts5vocab counts:
-  the distinct whitespace-separated keys of title, signature and article (`analysis` makes every
-  key one unicode61 token), and the distinct case-folded three-character windows of `grams` (what
-  FTS5's trigram tokenizer indexes, whitespace and newlines included). They are read from the
-  table on every call (primary-key probes), never cached in the process: several servers share
-  the database, and a count cached by one would miss another's writes.
+- **Document frequencies** live in `term_counts` (as in SQLite), kept by `write_search_rows` in
+  the indexing transaction from the keys `shared.counted_keys` gives (what fts5vocab counts in
+  SQLite). They are read from the table on every call (primary-key probes), never cached in the
+  process: several servers share the database, and a count cached by one would miss another's writes.
 - **Candidate texts** are cached per node version (bounded LRU, as in SQLite): a node's indexed
   text changes only with its version, so a kept text is right on every server.
 """
@@ -41,8 +38,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .rows import CandidateText, SearchRow, TermQuery
-from .shared import CandidateTexts, fold_channel_rows
+from .rows import CandidateText, Frequencies, SearchRow, TermQuery
+from .shared import CandidateTexts, counted_keys, fold_channel_rows, row_keys, term_count_delta
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
@@ -51,22 +48,6 @@ CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, 
 RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
 TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
 PHRASE = "phraseto_tsquery('simple', %s)"
-
-
-def search_terms(row: SearchRow) -> set[str]:
-    """The distinct tokens node_search holds for a row: what fts5vocab's `search_terms` counts."""
-    return {*row.title.split(), *row.signature.split(), *row.article.split()}
-
-
-def _fold(text: str) -> str:
-    """Lowercase character by character, keeping the length (FTS5's trigram tokenizer folds so)."""
-    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
-
-
-def gram_terms(grams: str) -> set[str]:
-    """The distinct trigrams FTS5's trigram tokenizer indexes for `grams`: what `gram_terms` counts."""
-    text = _fold(grams)
-    return {text[i:i + 3] for i in range(len(text) - 2)}
 
 
 def like_pattern(gram: str) -> str:
@@ -172,23 +153,26 @@ class SearchReads:
 
         return await self._candidate_texts.texts(versions, fetch)
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
-        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out.
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+        """How many nodes hold each term (in any field), each template trigram of `grams` and each
+        term of `heads` in title or signature; absent ones are left out.
 
         Read from `term_counts` on every call (primary-key probes; nothing cached in the process,
         so every server of a mesh sees every write at once).
         """
-        words, trigrams = list(dict.fromkeys(terms)), list(dict.fromkeys(grams))
-        if not words and not trigrams:
-            return {}, {}
+        asked = {kind: list(dict.fromkeys(chosen)) for kind, chosen in (("term", terms), ("gram", grams), ("head", heads))}
+        if not any(asked.values()):
+            return Frequencies({}, {}, {})
         rows = await self._fetchall(
             """SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
                UNION ALL
-               SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])""",
-            [words, trigrams])
+               SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])
+               UNION ALL
+               SELECT kind, term, doc FROM term_counts WHERE kind = 'head' AND term = ANY (%s::text[])""",
+            list(asked.values()))
         counted = {(kind, term): int(doc) for kind, term, doc in rows}
-        return ({term: n for term in words if (n := counted.get(("term", term), 0))},
-                {gram: n for gram in trigrams if (n := counted.get(("gram", gram), 0))})
+        return Frequencies(*({term: n for term in chosen if (n := counted.get((kind, term), 0))}
+                             for kind, chosen in asked.items()))
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, as
@@ -231,7 +215,7 @@ class SearchWrites:
     async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None:
         """(Re)write the index rows of existing nodes; `fresh` nodes have none to remove first.
 
-        `term_counts` moves with them: the old row's distinct terms and trigrams are counted down,
+        `term_counts` moves with them: the old row's keys (`shared.counted_keys`) are counted down,
         the new row's up, in this transaction.
         """
         if not rows:
@@ -240,19 +224,14 @@ class SearchWrites:
         found = await self._all("SELECT id, pk FROM nodes WHERE id = ANY (%s::text[])", [ids])
         pks = {node_id: int(pk) for node_id, pk in found}
         keys = [pks[node_id] for node_id in ids]  # KeyError for a node that does not exist, as in SQLite
-        delta: Counter[tuple[str, str]] = Counter()
+        removed = []
         if not fresh:
-            for title, signature, article in await self._all(
-                    "SELECT title, signature, article FROM node_search WHERE node_pk = ANY (%s::bigint[])", [keys]):
-                delta.update(("term", term) for term in {*title.split(), *signature.split(), *article.split()})
-            for (templates,) in await self._all("SELECT templates FROM node_grams WHERE node_pk = ANY (%s::bigint[])", [keys]):
-                delta.update(("gram", gram) for gram in gram_terms(templates))
-            delta = Counter({key: -n for key, n in delta.items()})
+            removed = [counted_keys(*row) for row in await self._all(
+                """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
+                   JOIN node_grams g ON g.node_pk = s.node_pk WHERE s.node_pk = ANY (%s::bigint[])""", [keys])]
             for table in ("node_search", "node_heads", "node_grams", "node_signatures", "node_index"):
                 await self._all(f"DELETE FROM {table} WHERE node_pk = ANY (%s::bigint[])", [keys])
-        for _, row in rows:
-            delta.update(("term", term) for term in search_terms(row))
-            delta.update(("gram", gram) for gram in gram_terms(row.grams))
+        delta = term_count_delta(removed, (row_keys(row) for _, row in rows))
         searched = [row for _, row in rows]
         await self._copy("node_search", "node_pk, title, signature, article",
                          ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)))

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class DuplicateRow(Exception):
@@ -75,6 +75,14 @@ class CandidateText:
     def counts(self) -> tuple[Counter[str], Counter[str], Counter[str]]:
         """Term counts of title, signature and article."""
         return Counter(self.title.split()), Counter(self.signature.split()), Counter(self.article.split())
+
+
+class Frequencies(NamedTuple):
+    """How many nodes hold each asked term: in any field, as a template trigram, in title or signature."""
+
+    terms: dict[str, int]
+    grams: dict[str, int]
+    heads: dict[str, int]
 
 
 @dataclass(frozen=True)

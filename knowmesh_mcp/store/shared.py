@@ -1,13 +1,14 @@
 """The Python both backends run around their own SQL: search's channel rows folded into the
-interface's shape, and the candidate texts kept across queries."""
+interface's shape, the candidate texts kept across queries, and the document-frequency keys of
+an index row."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .rows import CandidateText
+from .rows import CandidateText, SearchRow
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
 
@@ -57,3 +58,38 @@ class CandidateTexts:
                 self._kept.move_to_end(pk)
                 found.append(entry[1])
         return found
+
+
+def _fold(text: str) -> str:
+    """Lowercase character by character, keeping the length (FTS5's trigram tokenizer folds so)."""
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
+
+
+def gram_terms(grams: str) -> set[str]:
+    """The distinct trigrams FTS5's trigram tokenizer indexes for `grams` (what fts5vocab counts)."""
+    text = _fold(grams)
+    return {text[i:i + 3] for i in range(len(text) - 2)}
+
+
+def counted_keys(title: str, signature: str, article: str, grams: str) -> set[tuple[str, str]]:
+    """The (kind, term) keys `term_counts` counts a node under: 'term' for each distinct key of its
+    title, signature and article (what fts5vocab over node_search counts: `analysis` makes every key
+    one unicode61 token), 'head' for those of title and signature (node_heads), 'gram' for each
+    trigram of its templates (node_grams)."""
+    heads = {*title.split(), *signature.split()}
+    return ({("term", t) for t in (*heads, *article.split())} | {("head", t) for t in heads}
+            | {("gram", g) for g in gram_terms(grams)})
+
+
+def row_keys(row: SearchRow) -> set[tuple[str, str]]:
+    return counted_keys(row.title, row.signature, row.article, row.grams)
+
+
+def term_count_delta(removed: Iterable[set[tuple[str, str]]], added: Iterable[set[tuple[str, str]]]) -> Counter[tuple[str, str]]:
+    """How each (kind, term) count moves when index rows with `removed` keys give way to rows with `added` keys."""
+    delta: Counter[tuple[str, str]] = Counter()
+    for keys in removed:
+        delta.subtract(keys)
+    for keys in added:
+        delta.update(keys)
+    return Counter({key: n for key, n in delta.items() if n})

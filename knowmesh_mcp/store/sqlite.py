@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import stat
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
@@ -24,11 +25,12 @@ import aiosqlite
 from ..errors import DatabaseUnusable
 from ..identity import agent_object
 from .interface import CopiedTable, copied_table
-from .shared import CandidateTexts, fold_channel_rows
+from .shared import CandidateTexts, counted_keys, fold_channel_rows, row_keys, term_count_delta
 from .rows import (
     CandidateText,
     DuplicateRow,
     Edit,
+    Frequencies,
     NewNode,
     NodeRow,
     RevisionRow,
@@ -502,12 +504,17 @@ class Writer:
         if not rows:
             return
         pks = await self._pks([node_id for node_id, _ in rows])
+        removed = []
         if not fresh:
+            removed = [counted_keys(*row) for row in await self._all_in(
+                """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
+                   JOIN node_grams g ON g.rowid = s.rowid WHERE s.rowid IN ({marks})""", [pks[i] for i, _ in rows])]
             for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_grams", "rowid"),
                                   ("node_signatures", "node_pk"), ("node_index", "node_pk")):
                 await self.connection.executemany(
                     f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows]
                 )
+        await self._count_terms(term_count_delta(removed, (row_keys(r) for _, r in rows)))
         await self.connection.executemany(
             "INSERT INTO node_search (rowid, title, signature, article) VALUES (?, ?, ?, ?)",
             [(pks[i], r.title, r.signature, r.article) for i, r in rows],
@@ -531,6 +538,18 @@ class Writer:
             [(pks[i], r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
              for i, r in rows],
         )
+
+    async def _count_terms(self, delta: Counter[tuple[str, str]]) -> None:
+        """Apply document-frequency changes to term_counts; counts that reach 0 are removed."""
+        up = [(kind, term, n) for (kind, term), n in sorted(delta.items()) if n > 0]
+        down = [(n, kind, term) for (kind, term), n in sorted(delta.items()) if n < 0]
+        await self.connection.executemany(
+            """INSERT INTO term_counts (kind, term, doc) VALUES (?, ?, ?)
+               ON CONFLICT (kind, term) DO UPDATE SET doc = doc + excluded.doc""", up)
+        await self.connection.executemany(
+            "UPDATE term_counts SET doc = max(doc + ?, 0) WHERE kind = ? AND term = ?", down)
+        await self.connection.executemany(
+            "DELETE FROM term_counts WHERE kind = ? AND term = ? AND doc = 0", [(kind, term) for _, kind, term in down])
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
         return {row[0]: row[1] for row in await self._all_in("SELECT id, pk FROM nodes WHERE id IN ({marks})", ids)}
@@ -1108,37 +1127,36 @@ class Store:
                 return
             after = rows[-1][0]
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = ()) -> tuple[dict[str, int], dict[str, int]]:
-        """How many nodes hold each term, and each template trigram of `grams`; absent ones are left out.
+    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+        """How many nodes hold each term (in any field), each template trigram of `grams` and each term
+        of `heads` in title or signature; absent ones are left out.
 
-        Counting walks a term's whole doclist, so counts are cached until the next write: ranking
-        needs their order of magnitude, and reads far outnumber writes. The cache is swapped,
-        never cleared in place, and filled only from rows read under the generation it belongs
-        to, so a write during the read cannot leave it half-updated for another request.
+        Read from `term_counts` (primary-key probes) and kept until the next write, which saves the
+        round trip for the terms most queries share. The cache is swapped, never cleared in place,
+        and filled only from rows read under the generation it belongs to, so a write during the
+        read cannot leave it half-updated for another request.
         """
         generation = self.write_generation
         if self._frequencies[0] != generation or len(self._frequencies[1]) > 200_000:
             self._frequencies = (generation, {})
         known = self._frequencies[1]
-        wanted = [("t", term) for term in dict.fromkeys(terms)] + [("g", gram) for gram in dict.fromkeys(grams)]
+        asked = (("term", terms), ("gram", grams), ("head", heads))
+        wanted = [(kind, term) for kind, chosen in asked for term in dict.fromkeys(chosen)]
         missing = [key for key in wanted if key not in known]
+        fresh: dict[tuple[str, str], int] = {}
         if missing:
-            words = [term for kind, term in missing if kind == "t"]
-            trigrams = [term for kind, term in missing if kind == "g"]
             parts, params = [], []
-            for kind, vocabulary, chosen in (("t", "search_terms", words), ("g", "gram_terms", trigrams)):
+            for kind, _ in asked:
+                chosen = [term for k, term in missing if k == kind]
                 if chosen:
-                    parts.append(f"SELECT '{kind}', term, doc FROM {vocabulary} WHERE term IN ({','.join('?' * len(chosen))})")
-                    params += chosen
+                    parts.append(f"SELECT kind, term, doc FROM term_counts WHERE kind = ? AND term IN ({','.join('?' * len(chosen))})")
+                    params += [kind, *chosen]
             counted = {(kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)}
             fresh = {key: counted.get(key, 0) for key in missing}
             if self.write_generation == generation:  # else a newer generation owns the cache now
                 known.update(fresh)
-        else:
-            fresh = {}
         counts = {key: fresh[key] if key in fresh else known[key] for key in wanted}
-        return ({term: n for (kind, term), n in counts.items() if kind == "t" and n},
-                {term: n for (kind, term), n in counts.items() if kind == "g" and n})
+        return Frequencies(*({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked))
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")

@@ -360,7 +360,7 @@ CREATE TABLE public.term_counts (
     term text NOT NULL,
     doc bigint NOT NULL,
     CONSTRAINT term_counts_doc_check CHECK ((doc >= 0)),
-    CONSTRAINT term_counts_kind_check CHECK ((kind = ANY (ARRAY['term'::text, 'gram'::text])))
+    CONSTRAINT term_counts_kind_check CHECK ((kind = ANY (ARRAY['term'::text, 'head'::text, 'gram'::text])))
 );
 
 CREATE TABLE public.undo_tokens (
