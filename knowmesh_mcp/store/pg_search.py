@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .rows import CandidateText, Frequencies, SearchRow, TermQuery
-from .shared import CandidateTexts, counted_keys, fold_channel_rows, row_keys, term_count_delta
+from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
@@ -181,7 +181,7 @@ class SearchReads:
         return int(rows[0][0])
 
 
-class SearchWrites:
+class SearchWrites(DuplicateLookup):
     connection: Any
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
@@ -200,10 +200,6 @@ class SearchWrites:
             [[digest for digest, _ in wanted], quoted],
         )
         return {wanted[int(ordinal) - 1]: node_id for ordinal, node_id in rows if node_id is not None}
-
-    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
-        """The node whose normalized signature and quoted values both match, if any."""
-        return (await self.duplicates_of([(signature_hash, quoted)])).get((signature_hash, tuple(quoted)))
 
     async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
         """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""

@@ -1,6 +1,6 @@
 """The Python both backends run around their own SQL: search's channel rows folded into the
-interface's shape, the candidate texts kept across queries, and the document-frequency keys of
-an index row."""
+interface's shape, one duplicate lookup, the candidate texts kept across queries, and the
+document-frequency keys of an index row."""
 
 from __future__ import annotations
 
@@ -27,6 +27,16 @@ def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> li
             others[(channel, pk)] = version
     return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
             + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+
+
+class DuplicateLookup:
+    """`duplicate_of`, one key of a writer's `duplicates_of` (each backend has its own SQL for that)."""
+
+    duplicates_of: Callable[[Iterable[tuple[str, Sequence[str]]]], Awaitable[dict[tuple[str, tuple[str, ...]], str]]]
+
+    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
+        """The node whose normalized signature and quoted values both match, if any."""
+        return (await self.duplicates_of([(signature_hash, quoted)])).get((signature_hash, tuple(quoted)))
 
 
 Fetch = Callable[[list[int]], Awaitable[Iterable[tuple[str, CandidateText]]]]

@@ -25,7 +25,7 @@ import aiosqlite
 from ..errors import DatabaseUnusable
 from ..identity import agent_object
 from .interface import CopiedTable, copied_table
-from .shared import CandidateTexts, counted_keys, fold_channel_rows, row_keys, term_count_delta
+from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
 from .rows import (
     CandidateText,
     DuplicateRow,
@@ -211,7 +211,7 @@ async def select_in(fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3
     return rows
 
 
-class Writer:
+class Writer(DuplicateLookup):
     """The SQL of one write transaction. Only `Store.write()` makes one."""
 
     def __init__(self, connection: aiosqlite.Connection):
@@ -458,10 +458,6 @@ class Writer:
         )
         return {wanted[int(index)]: node_id for index, node_id in rows if node_id is not None}
 
-    async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
-        """The node whose normalized signature and quoted values both match, if any."""
-        return (await self.duplicates_of([(signature_hash, quoted)])).get((signature_hash, tuple(quoted)))
-
     async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
         """Insert new nodes with their first version, revision 1, solution revisions and index rows."""
         if not nodes:
@@ -543,13 +539,15 @@ class Writer:
         """Apply document-frequency changes to term_counts; counts that reach 0 are removed."""
         up = [(kind, term, n) for (kind, term), n in sorted(delta.items()) if n > 0]
         down = [(n, kind, term) for (kind, term), n in sorted(delta.items()) if n < 0]
-        await self.connection.executemany(
-            """INSERT INTO term_counts (kind, term, doc) VALUES (?, ?, ?)
-               ON CONFLICT (kind, term) DO UPDATE SET doc = doc + excluded.doc""", up)
-        await self.connection.executemany(
-            "UPDATE term_counts SET doc = max(doc + ?, 0) WHERE kind = ? AND term = ?", down)
-        await self.connection.executemany(
-            "DELETE FROM term_counts WHERE kind = ? AND term = ? AND doc = 0", [(kind, term) for _, kind, term in down])
+        if up:
+            await self.connection.executemany(
+                """INSERT INTO term_counts (kind, term, doc) VALUES (?, ?, ?)
+                   ON CONFLICT (kind, term) DO UPDATE SET doc = doc + excluded.doc""", up)
+        if down:  # an edit's rows mostly keep their terms: nothing to count down, no round trips
+            await self.connection.executemany(
+                "UPDATE term_counts SET doc = max(doc + ?, 0) WHERE kind = ? AND term = ?", down)
+            await self.connection.executemany(
+                "DELETE FROM term_counts WHERE kind = ? AND term = ? AND doc = 0", [(kind, term) for _, kind, term in down])
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
         return {row[0]: row[1] for row in await self._all_in("SELECT id, pk FROM nodes WHERE id IN ({marks})", ids)}
