@@ -26,7 +26,7 @@ from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
 from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
-from .store import DuplicateRow, StatsRow, Store, Writer, utc_now
+from .store import DuplicateRow, NodeRow, StatsRow, Store, Writer, utc_now
 
 
 class OutcomeReporting:
@@ -371,7 +371,9 @@ class ReviewQueue:
             counts[finding.reason] += 1
         never_verified = sum(1 for f in findings if f.reason == "stale" and f.last_verified is None)
         chosen = [f for f in findings if f.reason == reason] if reason else findings
-        items = [item for f in chosen[start:start + limit] if (item := await self._review_item(f)) is not None]
+        page = chosen[start:start + limit]
+        stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
+        items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
         return {
             "reasons": list(REVIEW_REASONS), "reason": reason, "limit": limit, "offset": start,
             "total": len(chosen), "total_exact": exact, "counts": counts, "never_verified": never_verified,
@@ -419,19 +421,19 @@ class ReviewQueue:
         return {node_id: next((r.last_verified for r in rows if r.solution_id == "" and r.cluster == ""), None)
                 for node_id, rows in stats.items()}
 
-    async def _review_item(self, finding: Finding) -> dict[str, Any] | None:
-        solution, revision = finding.solution, finding.revision
-        if finding.reason == "stale":  # a node-level finding: name its first answer
-            row = await self.store.get_node(finding.node_id)
-            if row is None or not row.document["content"]["solutions"]:
-                return None  # answered when found, unanswered now: nothing stale to review
-            solution = row.document["content"]["solutions"][0]["id"]
-            revision = row.solution_revisions.get(solution, 1)
-        item = _review_item(finding.reason, finding.node_id, finding.title, finding.base_revision, solution, revision,
-                            finding.cluster, finding.reports)
-        if finding.reason == "stale":
-            item["last_verified"] = finding.last_verified  # null: never verified
-        return item
+def _review_entry(finding: Finding, node: NodeRow | None) -> dict[str, Any] | None:
+    """A page's entry for one finding; a stale finding names its node's first answer (`node`, read now)."""
+    solution, revision = finding.solution, finding.revision
+    if finding.reason == "stale":
+        if node is None or not node.document["content"]["solutions"]:
+            return None  # answered when found, unanswered now: nothing stale to review
+        solution = node.document["content"]["solutions"][0]["id"]
+        revision = node.solution_revisions.get(solution, 1)
+    item = _review_item(finding.reason, finding.node_id, finding.title, finding.base_revision, solution, revision,
+                        finding.cluster, finding.reports)
+    if finding.reason == "stale":
+        item["last_verified"] = finding.last_verified  # null: never verified
+    return item
 
 
 def _review_item(reason: str, node_id: str, title: str, base: int, solution: str | None, revision: int | None,

@@ -381,6 +381,10 @@ class Store(Protocol):
         """A node with its node_stats rows and its count of failed attempts, in one round trip."""
         ...
 
+    async def get_nodes(self, ids: Sequence[str]) -> dict[str, NodeRow]:
+        """{id: node} of those ids that exist, in one round trip."""
+        ...
+
     async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
         ...
 

@@ -93,6 +93,17 @@ class NodeReads:
             return None
         return _node_row(rows[0]), [StatsRow(*_stats_values(values)) for values in rows[0][12]], int(rows[0][13])
 
+    async def get_nodes(self, ids: Sequence[str]) -> dict[str, NodeRow]:
+        """{id: node} of those ids that exist, in one round trip."""
+        if not ids:
+            return {}
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.id = ANY(%s::text[])""",
+            (list(ids),),
+        )
+        return {row.id: row for row in map(_node_row, rows)}
+
     async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
         if not pks:
             return []
