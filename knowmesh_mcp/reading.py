@@ -306,6 +306,9 @@ def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     A hard bound: when even the answer with shortened text does not fit, the read shrinks to the
     node's identity and says how many bytes the smallest useful answer needs.
     """
+    whole = {**body, "truncated": []}
+    if _size(whole) <= max_bytes:
+        return whole  # the common case: nothing to cut, nothing to copy
     body = copy.deepcopy(body)
     cut: list[str] = []
     body["truncated"] = cut
@@ -342,6 +345,9 @@ IDENTIFIER_KEYS = frozenset({"id", "version", "path", "html_path", "revision_id"
 
 def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """Bound a search envelope: trim each result's extras, then drop results from the end."""
+    whole = {**envelope, "truncated": []}
+    if _size(whole) <= max_bytes:
+        return whole  # the common case: nothing to cut, nothing to copy (a deep copy costs 0.2 ms)
     envelope = copy.deepcopy(envelope)
     cut: list[str] = []
     envelope["truncated"] = cut
