@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from operator import mul
 from functools import lru_cache
 from collections import Counter
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ class Model:
     weights: tuple[float, ...]  # in FEATURES order
 
     def probability(self, features: dict[str, float]) -> float:
-        z = self.bias + sum(w * features[name] for w, name in zip(self.weights, FEATURES))
+        z = self.bias + sum(map(mul, self.weights, map(features.__getitem__, FEATURES)))
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 
@@ -128,15 +129,15 @@ class _Query:
         self.words = frozenset(terms.words)
         self.everything = self.asked | self.words
         self.universe = self.everything | self.first
-        self.totals = {name: sum(idf[t] for t in group) or 1.0
-                       for name, group in (("first", self.first), ("decisive", self.decisive), ("context", self.context),
-                                           ("asked", self.asked), ("words", self.words))}
+        self.groups = {"first": self.first, "decisive": self.decisive, "context": self.context, "asked": self.asked,
+                       "words": self.words}
+        self.totals = {name: sum(idf[t] for t in group) or 1.0 for name, group in self.groups.items()}
         self.phrase = " ".join(terms.words)
 
     def weights(self, counts: Counter[str]) -> dict[str, float]:
         """{query term the field holds: its BM25 weight there} (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
         idf = self.idf
-        return {t: idf[t] * _SATURATION[min(counts[t], 20)] for t in self.universe & counts.keys()}
+        return {t: idf[t] * _SATURATION[min(counts[t], 20)] for t in self.universe.intersection(counts)}
 
     def merged(self, counts: tuple[Counter[str], ...], held: set[str]) -> dict[str, float]:
         """Weights as `weights` gives them for the three fields read as one text."""
@@ -146,7 +147,7 @@ class _Query:
 
     def share(self, group: str, weights: dict[str, float]) -> float:
         """BM25 of a term group in one field, as a share of what holding each of its terms once scores."""
-        found = getattr(self, group) & weights.keys()
+        found = self.groups[group].intersection(weights)
         return sum(map(weights.__getitem__, found)) / self.totals[group] if found else 0.0
 
 _SATURATION = [count * 2.2 / (count + 1.2) for count in range(21)]  # BM25's tf part, k1 = 1.2
