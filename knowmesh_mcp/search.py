@@ -46,7 +46,7 @@ from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 9
+SEARCH_INDEX_VERSION = 10
 MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -101,7 +101,8 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     templates += [normalize_signature((decisive_lines(alias) or [alias])[0]) for alias in signature.get("aliases", [])]
     templates = list(dict.fromkeys(t for t in templates if t))
     values = set(_naming_values(quoted_values(signature["error"])))
-    slug = slug_terms(document["id"])
+    # A value that is a function word ('then', 'get', 'on') still names what the node is about.
+    slug = slug_terms(document["id"]) | (values & set(index_terms(document["id"].split("/", 1)[-1]).split()))
     return SearchRow(
         title=index_terms(document["title"]),
         signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),

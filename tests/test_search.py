@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.search import MAX_QUERY_CHARS
+from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row
 from knowmesh_mcp.service import Service
 
 pytestmark = pytest.mark.anyio
@@ -295,6 +295,22 @@ async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Service, o
 ])
 async def test_nodes_sharing_a_template_are_told_apart_by_the_value(corpus: Service, query, node):
     assert ids(await corpus.search(query))[0] == node
+
+
+async def test_a_node_about_a_function_word_value_is_not_generic(corpus: Service, make_doc):
+    """`(reading 'then')` names what the node is about although `then` is a stopword: another
+    value's query must not take it as the generic answer, and its own value finds it."""
+    document = make_doc(id="node/cannot-read-properties-then", ecosystem="node",
+                        title="Cannot read properties of undefined (reading 'then'): not a promise",
+                        error="TypeError: Cannot read properties of undefined (reading 'then')")
+    document["signature"].update(environment=["node>=16"], aliases=[])
+    assert index_row(document).specific
+    await corpus.create_node(document)
+    own = await corpus.search("TypeError: Cannot read properties of undefined (reading 'then')")
+    assert own["results"][0]["id"] == "node/cannot-read-properties-then"
+    assert own["results"][0]["score"] >= 0.5
+    other = await corpus.search("TypeError: Cannot read properties of undefined (reading 'map')")
+    assert all(r["score"] < 0.5 for r in other["results"] if r["id"] == "node/cannot-read-properties-then")
 
 
 async def test_a_wrapper_line_alone_is_a_hint_not_an_answer(corpus: Service):
