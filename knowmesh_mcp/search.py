@@ -247,7 +247,7 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         ranked = spent > limit
         weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
         return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights)
-    return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1)
+    return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1, common=True)
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:

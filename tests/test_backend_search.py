@@ -204,6 +204,37 @@ async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(t
             await store.close()
 
 
+async def test_the_gram_sets_migration_fills_the_sets_of_a_mesh_already_holding_nodes(tmp_path, pg_database, make_doc):
+    """PostgreSQL's 0004 on a mesh with nodes: every node's `grams` is its templates' distinct trigrams
+    (what term_counts counts), and the trigram channel finds what it found before the migration."""
+    from knowmesh_mcp.store.postgres import PostgresStore, migrate
+    from knowmesh_mcp.store import Store
+    from knowmesh_mcp.store.shared import gram_terms
+
+    docs = documents(make_doc)
+    sqlite, store = await Store.open(tmp_path / "beside.db"), await PostgresStore.open(pg_database)
+    await insert_nodes({"sqlite": sqlite, "postgres": store}, docs)
+    await sqlite.close()
+    probes = [TermQuery("grams", "grams", _grams(QueryPlan.of(q).mains[0])[:24], 20) for q in QUERIES]
+    before = [await store.channel_matches([], [], 0, [probe]) for probe in probes]
+    async with store.write() as tx:
+        for statement in ("DROP INDEX node_grams_sets", "ALTER TABLE node_grams DROP COLUMN grams",
+                          "CREATE INDEX node_grams_trigrams ON node_grams USING gin (templates gin_trgm_ops)",
+                          "DELETE FROM schema_migrations WHERE version = 4"):
+            await tx.connection.execute(statement)
+    await store.close()
+    assert await migrate(pg_database) == 1
+    store = await PostgresStore.open(pg_database)
+    try:
+        rows = await store._fetchall("SELECT templates, grams FROM node_grams")
+        assert len(rows) == len(docs)
+        assert all(sorted(grams) == sorted(gram_terms(templates)) and grams for templates, grams in rows)
+        assert [await store.channel_matches([], [], 0, [probe]) for probe in probes] == before
+        assert any(before)
+    finally:
+        await store.close()
+
+
 async def test_indexed_node_count_alike(both_stores, make_doc):
     assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 0, "postgres": 0}
     docs = documents(make_doc)
@@ -257,7 +288,13 @@ async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores
                     TermQuery("every", "search", terms[:2], limit, every=True, ranked=ranked),
                     TermQuery("heads", "heads", terms[:16], limit, ranked=ranked),
                     TermQuery("grams", "grams", grams[:24], limit, ranked=ranked),
+                    TermQuery("all-grams", "grams", grams[:2], limit, every=True, ranked=ranked),
                 ]))
+            # the fallback over common terms: lowest pks, whichever way a backend walks to them
+            cases.append(([], [], 0, [TermQuery("terms", "search", terms[:1], limit, common=True),
+                                      TermQuery("every", "search", terms[:2], limit, every=True, common=True),
+                                      TermQuery("heads", "heads", terms[:1], limit, common=True),
+                                      TermQuery("grams", "grams", grams[:2], limit, every=True, common=True)]))
     cases.append(([], [], 0, [TermQuery("terms", "search", ["modul"], 20), TermQuery("every", "search", ["modul", "cv2"], 20, every=True),
                               TermQuery("heads", "heads", ["eaddrinus", "port"], 20), TermQuery("grams", "grams", ["le ", "pac"], 20),
                               TermQuery("none", "search", [], 20)]))

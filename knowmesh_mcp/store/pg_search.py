@@ -1,4 +1,4 @@
-"""The search index on PostgreSQL: signature hashes, the term channels (weighted tsvectors, pg_trgm), candidate texts and document frequencies.
+"""The search index on PostgreSQL: signature hashes, the term channels (weighted tsvectors, trigram sets), candidate texts and document frequencies.
 
 `SearchReads` is mixed into `postgres.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
 transaction), `SearchWrites` into `postgres_writer.PostgresWriter` (one write transaction:
@@ -19,10 +19,10 @@ How FTS5 maps onto PostgreSQL here:
   from the document frequencies the search already read), summed: FTS5's bm25(10, 5, 1) in spirit, not in value. Unranked
   queries return the lowest `node_pk`s, as an unranked FTS5 query returns the lowest rowids.
 - **Trigrams.** FTS5's trigram table matches rows whose case-folded templates contain a trigram;
-  here one `templates LIKE pattern` per gram (both sides are lowercase already), ORed (pg_trgm's
-  GIN index serves each; ranked by the idf of the grams matched), each pattern a gram with
-  LIKE's `%`, `_` and `\\` escaped, so a gram is only ever a literal substring (and, as in FTS5, a
-  string under three characters matches nothing).
+  here each node's distinct template trigrams are a `text[]` (`node_grams.grams`, GIN-indexed),
+  matched with `&&` (any) or `@>` (all) against an array parameter of our grams, so a gram is only
+  ever a literal value; ranked by the idf of the grams matched. (pg_trgm indexes word trigrams,
+  which are not FTS5's: see migration 0004.)
 - **Document frequencies** live in `term_counts` (as in SQLite), kept by `write_search_rows` in
   the indexing transaction from the keys `shared.counted_keys` gives (what fts5vocab counts in
   SQLite). They are read from the table on every call (primary-key probes), never cached in the
@@ -50,11 +50,6 @@ TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
 PHRASE = "phraseto_tsquery('simple', %s)"
 
 
-def like_pattern(gram: str) -> str:
-    """A LIKE pattern matching `gram` anywhere, and nothing else: its wildcards are escaped."""
-    return "%" + gram.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     """The subquery (node_pk, rank) of one term channel and its parameters, in text order.
 
@@ -63,23 +58,19 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     terms = list(query.terms)
     rarity = dict(zip(terms, query.weights))
     if query.table == "grams":
-        # FTS5's trigram table matches nothing for a string under three characters.
-        patterns = [like_pattern(term) for term in terms if len(term) >= 3]
-        if not patterns:
+        # Exact trigram sets (`grams`, GIN): `&&` any, `@>` all; FTS5's trigram table matches nothing
+        # for a string under three characters.
+        grams = [term for term in terms if len(term) >= 3]
+        if not grams:
             return "SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE FALSE", []
-        # One LIKE per pattern, ORed: the pg_trgm GIN index serves each (a BitmapOr); `LIKE ANY
-        # (array)` cannot use a GIN index and scanned the whole table (44 ms at 10,000 nodes).
-        # LIKE, not ILIKE: templates and grams are lowercase already, and ILIKE folds every row
-        # again (a channel 28 ms instead of 6 ms when the planner scans the table).
-        where = " OR ".join("g.templates LIKE %s" for _ in patterns)
+        where = "g.grams @> %s::text[]" if query.every else "g.grams && %s::text[]"
         if query.ranked:
-            grams = [term for term in terms if len(term) >= 3]
-            rank = " + ".join("%s * (g.templates LIKE %s)::int" for _ in patterns)
-            weighted = [value for gram, pattern in zip(grams, patterns) for value in (rarity.get(gram, 1.0), pattern)]
-            return (f"SELECT g.node_pk, {rank} AS rank FROM node_grams g WHERE {where} "
-                    "ORDER BY rank DESC, g.node_pk LIMIT %s", [*weighted, *patterns, query.limit])
-        return (f"SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE {where} ORDER BY g.node_pk LIMIT %s",
-                [*patterns, query.limit])
+            return ("SELECT g.node_pk, (SELECT sum(q.weight) FROM unnest(%s::text[], %s::float8[]) AS q (gram, weight) "
+                    f"WHERE q.gram = ANY (g.grams)) AS rank FROM node_grams g WHERE {where} "
+                    "ORDER BY rank DESC, g.node_pk LIMIT %s",
+                    [grams, [rarity.get(gram, 1.0) for gram in grams], grams, query.limit])
+        order = "g.node_pk" if query.every or query.common else "g.node_pk + 0"
+        return f"SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE {where} ORDER BY {order} LIMIT %s", [grams, query.limit]
     table = TERM_TABLES[query.table]
     if query.every:
         where = " AND ".join(f"t.terms @@ {PHRASE}" for _ in terms)
@@ -90,10 +81,12 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
         weighted = [value for term in terms for value in (rarity.get(term, 1.0), term)]
         return (f"SELECT t.node_pk, {rank} AS rank FROM {table} t "
                 f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*weighted, *terms, query.limit])
-    # An unranked OR is chosen only when its terms are rare (at most `limit` matches): read them by the
-    # GIN index. `node_pk + 0` keeps the planner off the primary key's order, which it took for a
-    # LIMIT and then filtered 300,000 rows to find 7 (279 ms at 300,000 nodes instead of 1 ms).
-    order = "t.node_pk" if query.every else "t.node_pk + 0"
+    # An unranked OR of rare terms (at most `limit` matches) is read by the GIN index: `node_pk + 0` keeps
+    # the planner off the primary key's order, which it took for a LIMIT and then filtered 300,000 rows
+    # to find 7 (279 ms at 300,000 nodes instead of 1 ms). Common terms are the opposite: a walk of
+    # the primary key finds `limit` of them in a few hundred rows, where a bitmap reads every match
+    # (a single common term: 124 ms at 300,000 nodes).
+    order = "t.node_pk" if query.every or query.common else "t.node_pk + 0"
     return (f"SELECT t.node_pk, 0 AS rank FROM {table} t WHERE {where} ORDER BY {order} LIMIT %s",
             [*terms, query.limit])
 
@@ -227,12 +220,15 @@ class SearchWrites(DuplicateLookup):
                    JOIN node_grams g ON g.node_pk = s.node_pk WHERE s.node_pk = ANY (%s::bigint[])""", [keys])]
             for table in ("node_search", "node_heads", "node_grams", "node_signatures", "node_index"):
                 await self._all(f"DELETE FROM {table} WHERE node_pk = ANY (%s::bigint[])", [keys])
-        delta = term_count_delta(removed, (row_keys(row) for _, row in rows))
         searched = [row for _, row in rows]
+        added = [row_keys(row) for row in searched]
+        delta = term_count_delta(removed, added)
         await self._copy("node_search", "node_pk, title, signature, article",
                          ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)))
         await self._copy("node_heads", "node_pk, title, signature", ((pk, r.title, r.signature) for pk, r in zip(keys, searched)))
-        await self._copy("node_grams", "node_pk, templates", ((pk, r.grams) for pk, r in zip(keys, searched)))
+        await self._copy("node_grams", "node_pk, templates, grams",
+                         ((pk, r.grams, sorted(term for kind, term in counted if kind == "gram"))
+                          for pk, r, counted in zip(keys, searched, added)))
         signatures = [(digest, source, int(r.specific), pk) for pk, r in zip(keys, searched)
                       for digest, source in r.signature_hashes]
         if signatures:

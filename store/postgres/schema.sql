@@ -182,7 +182,8 @@ CREATE TABLE public.moved_revisions (
 
 CREATE TABLE public.node_grams (
     node_pk bigint NOT NULL,
-    templates text NOT NULL
+    templates text NOT NULL,
+    grams text[] DEFAULT '{}'::text[] NOT NULL
 );
 
 CREATE TABLE public.node_heads (
@@ -483,7 +484,7 @@ CREATE UNIQUE INDEX feedback_once_per_agent ON public.feedback USING btree (agen
 
 CREATE INDEX maintainer_actions_by_target ON public.maintainer_actions USING btree (target, id);
 
-CREATE INDEX node_grams_trigrams ON public.node_grams USING gin (templates public.gin_trgm_ops);
+CREATE INDEX node_grams_sets ON public.node_grams USING gin (grams);
 
 CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms);
 
