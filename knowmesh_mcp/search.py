@@ -247,7 +247,8 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         ranked = spent > limit
         weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
         return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights)
-    return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1, common=True)
+    return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1,
+                     density=frequencies[present[0]] / total)
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
@@ -264,7 +265,7 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     every = [t for t in (terms.words if not plan.is_output else terms.first) if t in frequencies and t not in STOPWORDS]
     every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
     queries = [
-        TermQuery("every", "search", every, EVERY_LIMIT, every=True),
+        TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=frequencies[every[0]] / total if every else 0.0),
         channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total),
         # titles and signatures are short: a term common in articles can be rare there
         channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total),

@@ -291,10 +291,10 @@ async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores
                     TermQuery("all-grams", "grams", grams[:2], limit, every=True, ranked=ranked),
                 ]))
             # the fallback over common terms: lowest pks, whichever way a backend walks to them
-            cases.append(([], [], 0, [TermQuery("terms", "search", terms[:1], limit, common=True),
-                                      TermQuery("every", "search", terms[:2], limit, every=True, common=True),
-                                      TermQuery("heads", "heads", terms[:1], limit, common=True),
-                                      TermQuery("grams", "grams", grams[:2], limit, every=True, common=True)]))
+            cases.append(([], [], 0, [TermQuery("terms", "search", terms[:1], limit, density=1.0),
+                                      TermQuery("every", "search", terms[:2], limit, every=True, density=1.0),
+                                      TermQuery("heads", "heads", terms[:1], limit, density=1.0),
+                                      TermQuery("grams", "grams", grams[:2], limit, every=True, density=1.0)]))
     cases.append(([], [], 0, [TermQuery("terms", "search", ["modul"], 20), TermQuery("every", "search", ["modul", "cv2"], 20, every=True),
                               TermQuery("heads", "heads", ["eaddrinus", "port"], 20), TermQuery("grams", "grams", ["le ", "pac"], 20),
                               TermQuery("none", "search", [], 20)]))
@@ -316,6 +316,32 @@ async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores
         found_any += len(on_postgres)
     assert found_any > 100
     assert await postgres.channel_matches([], [], 20, []) == []
+
+
+@pytest.mark.parametrize("span", [0.01, 0.2, 3])
+async def test_dense_matches_walked_or_indexed_are_the_same_lowest_pks(both_stores, make_doc, monkeypatch, span):
+    """PostgreSQL's walk of the primary key for dense terms reads a bounded span (here 1 row, a few,
+    or all of them) and gives way to the index when it found too few: either way the rows are
+    SQLite's."""
+    from knowmesh_mcp.store import pg_search
+
+    monkeypatch.setattr(pg_search, "WALK_SPAN", span)
+    docs = documents(make_doc)
+    await insert_nodes(both_stores, docs)
+    compared = 0
+    for query in QUERIES:
+        plan = QueryPlan.of(query)
+        terms = [*plan.terms.decisive, *plan.terms.context]
+        grams = _grams(plan.mains[0])
+        for limit in (1, 3, 20):
+            queries = [TermQuery("terms", "search", terms[:1], limit, density=1.0),
+                       TermQuery("every", "search", terms[:2], limit, every=True, density=1.0),
+                       TermQuery("heads", "heads", terms[-1:], limit, density=0.5),
+                       TermQuery("grams", "grams", grams[:2], limit, every=True, density=1.0)]
+            on_postgres = await both_stores["postgres"].channel_matches([], [], 0, queries)
+            assert await both_stores["sqlite"].channel_matches([], [], 0, queries) == on_postgres, queries
+            compared += len(on_postgres)
+    assert compared > 50
 
 
 async def test_whole_searches_find_and_rank_alike(both_stores, make_doc):

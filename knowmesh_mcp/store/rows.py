@@ -102,9 +102,9 @@ class TermQuery:
     # Each term's bm25 idf (FTS5's formula), for a backend whose ranking does not compute it
     # (PostgreSQL's ts_rank); SQLite's bm25() ignores it.
     weights: Sequence[float] = ()
-    # The terms are common (the fallback when even the rarest is): their lowest pks are found by
-    # walking the pks in order, a few rows each; FTS5's doclists are in that order already.
-    common: bool = False
+    # At most this share of the nodes match (the rarest term's): where matches are dense, a backend
+    # can find the lowest pks by walking the pks in order (FTS5's doclists are in that order already).
+    density: float = 0.0
 
 
 @dataclass(frozen=True)
