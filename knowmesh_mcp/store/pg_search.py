@@ -131,16 +131,17 @@ class SearchReads:
         params: list[Any] = []
         if hashes:
             hashes = list(hashes)
-            parts.append("""SELECT 0 AS part, row_number() OVER (ORDER BY arm, hash COLLATE "C", node_pk, source) AS ord,
+            # Per hash, each arm reads its rows in node order up to the limit (an index range each).
+            arm = """SELECT %s AS arm, h.hash, s.node_pk, s.source FROM unnest(%s::text[]) AS h (hash)
+                     CROSS JOIN LATERAL (SELECT node_pk, source FROM node_signatures
+                                         WHERE hash = h.hash AND {} ORDER BY node_pk, source LIMIT %s) AS s"""
+            parts.append(f"""SELECT 0 AS part, row_number() OVER (ORDER BY arm, hash COLLATE "C", node_pk, source) AS ord,
                       'signature'::text AS channel, node_pk, hash FROM
-                  (SELECT * FROM
-                      (SELECT 1 AS arm, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND quoted_values = %s
-                       UNION ALL
-                       SELECT 2, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 0
-                       UNION ALL
-                       SELECT 3, node_pk, hash, source FROM node_signatures WHERE hash = ANY (%s::text[]) AND specific = 1) AS arms
+                  (SELECT * FROM ({arm.format("quoted_values = %s")} UNION ALL {arm.format("specific = 0")}
+                                  UNION ALL {arm.format("specific = 1")}) AS arms
                    ORDER BY arm, hash COLLATE "C", node_pk, source LIMIT %s) AS s""")
-            params += [hashes, json.dumps(list(quoted), ensure_ascii=False), hashes, hashes, 2 * signature_limit]
+            limit = 2 * signature_limit
+            params += [1, hashes, json.dumps(list(quoted), ensure_ascii=False), limit, 2, hashes, limit, 3, hashes, limit, limit]
         for number, query in enumerate(queries, start=1):
             if query.terms:
                 sql, values = _term_channel(query)

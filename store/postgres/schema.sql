@@ -490,11 +490,11 @@ CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms);
 
 CREATE INDEX node_search_terms ON public.node_search USING gin (terms);
 
-CREATE INDEX node_signatures_by_kind ON public.node_signatures USING btree (hash, specific);
+CREATE INDEX node_signatures_by_kind ON public.node_signatures USING btree (hash, specific, node_pk, source);
 
 CREATE INDEX node_signatures_by_node ON public.node_signatures USING btree (node_pk);
 
-CREATE INDEX node_signatures_by_values ON public.node_signatures USING btree (hash, quoted_values);
+CREATE INDEX node_signatures_by_values ON public.node_signatures USING btree (hash, quoted_values, node_pk, source);
 
 CREATE INDEX node_versions_by_node ON public.node_versions USING btree (node_id);
 
