@@ -235,6 +235,26 @@ async def test_the_gram_sets_migration_fills_the_sets_of_a_mesh_already_holding_
         await store.close()
 
 
+async def test_gram_sets_keep_quotes_backslashes_and_braces(both_stores, make_doc):
+    """Trigrams with array-literal and COPY syntax (`"`, `\\`, `{`, `,`, a tab, `NULL`) are stored
+    as they are and found as SQLite finds them."""
+    from knowmesh_mcp.store.shared import gram_terms
+
+    hostile = make_doc(id="shell/hostile-grams", ecosystem="shell", title="Hostile trigram text",
+                       error='error: unexpected "{" at C:\\Users\\x\t{a,b}, got NULL or "null" \\" end')
+    await insert_nodes(both_stores, [*documents(make_doc), hostile])
+    (templates, grams), = await both_stores["postgres"]._fetchall(
+        "SELECT g.templates, g.grams FROM node_grams g JOIN nodes n ON n.pk = g.node_pk WHERE n.id = %s", ["shell/hostile-grams"])
+    assert sorted(grams) == sorted(gram_terms(templates))
+    assert {'" a', "{a,", "a,b", ' \\"', '\\" ', "ull"} <= set(grams)
+    for probe in (['" a', "{a,"], ["a,b", ",b}"], [' \\"', '\\" '], ["nul", "ull"]):
+        for every in (False, True):
+            queries = [TermQuery("grams", "grams", probe, 20, every=every)]
+            found = await both_stores["postgres"].channel_matches([], [], 0, queries)
+            assert found == await both_stores["sqlite"].channel_matches([], [], 0, queries), probe
+            assert found, probe
+
+
 async def test_indexed_node_count_alike(both_stores, make_doc):
     assert {name: await store.indexed_node_count() for name, store in both_stores.items()} == {"sqlite": 0, "postgres": 0}
     docs = documents(make_doc)

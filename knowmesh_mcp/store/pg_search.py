@@ -51,6 +51,12 @@ TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
 PHRASE = "phraseto_tsquery('simple', %s)"
 
 
+def array_literal(items: Iterable[str]) -> str:
+    """A text[] literal of `items`, every element quoted: COPY then escapes it as any text. (psycopg
+    dumping a list of ~80 trigrams costs 70 µs a row in COPY, this 11 µs.)"""
+    return "{" + ",".join('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items) + "}"
+
+
 def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     """The subquery (node_pk, rank) of one term channel and its parameters, in text order.
 
@@ -249,7 +255,7 @@ class SearchWrites(DuplicateLookup):
                          ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)))
         await self._copy("node_heads", "node_pk, title, signature", ((pk, r.title, r.signature) for pk, r in zip(keys, searched)))
         await self._copy("node_grams", "node_pk, templates, grams",
-                         ((pk, r.grams, sorted(term for kind, term in counted if kind == "gram"))
+                         ((pk, r.grams, array_literal(sorted(term for kind, term in counted if kind == "gram")))
                           for pk, r, counted in zip(keys, searched, added)))
         signatures = [(digest, source, int(r.specific), pk) for pk, r in zip(keys, searched)
                       for digest, source in r.signature_hashes]
