@@ -299,6 +299,7 @@ async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores
         plan = QueryPlan.of(query)
         cases.append(([h for h, _ in plan.hashes], list(plan.quoted), 20, []))
         cases.append(([h for h, _ in plan.hashes], list(plan.quoted), 1, []))  # the limit keeps the same first node
+        cases.append(([h for h, _ in plan.hashes] * 2, list(plan.quoted), 2, []))  # a hash twice is read once
         terms = [*plan.terms.decisive, *plan.terms.context, *plan.terms.words]
         grams = _grams(plan.mains[0])
         for limit in (2, 20):

@@ -136,7 +136,7 @@ class SearchReads:
         parts: list[str] = []
         params: list[Any] = []
         if hashes:
-            hashes = list(hashes)
+            hashes = list(dict.fromkeys(hashes))  # one index range per hash, as `IN` reads each once
             # Per hash, each arm reads its rows in node order up to the limit (an index range each).
             arm = """SELECT %s AS arm, h.hash, s.node_pk, s.source FROM unnest(%s::text[]) AS h (hash)
                      CROSS JOIN LATERAL (SELECT node_pk, source FROM node_signatures
