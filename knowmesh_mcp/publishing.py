@@ -20,7 +20,7 @@ from .model import InvalidNode, NodeDocument, check_node_id, validate_node
 from .placeholders import placeholder_problems
 from .normalize import quoted_values, signature_hash
 from .search import index_row
-from .store import NewNode
+from .store import NewNode, SearchRow
 
 MAX_SUMMARY = 500
 
@@ -127,6 +127,7 @@ class Prepared:
     version: str
     signature_hash: str
     quoted_values: list[str]
+    index: SearchRow | None = None  # the search-index rows, when computed ahead (an import's worker process)
 
     @classmethod
     def of(cls, document: NodeDocument) -> Prepared:
@@ -154,7 +155,7 @@ class Prepared:
             has_answer=bool(solutions),
             signature_hash=self.signature_hash,
             quoted_values=self.quoted_values,
-            index=index_row(self.body),
+            index=self.index if self.index is not None else index_row(self.body),
             revision_id="rev_" + secrets.token_hex(12),
             kind=kind,
             agent_id=(agent or {}).get("id"),

@@ -28,8 +28,9 @@ from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
 from .identity import Actor, acting
+from .importing import InvalidSource, Rejected, prepared_documents
 from .evidence import Evidence, best_answer_state
-from .model import InvalidNode, canonical_json, validate_node
+from .model import canonical_json
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
 from .outcomes import (
     Dedupe,
@@ -38,7 +39,7 @@ from .outcomes import (
     ReviewQueue,
     ServiceIssues,
 )
-from .publishing import Prepared, check_overlaps, invalid_node_error, prepare_off_loop, require_node_id
+from .publishing import Prepared, prepare_off_loop, require_node_id
 from .reading import (
     FIELD_SECTIONS,
     INCLUDES,
@@ -453,45 +454,26 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """Create every valid document whose id is absent; report the rest with reasons.
 
         A local, trusted bulk path: the document's status is kept (export → import is
-        lossless), and no rate limit applies. Writes in batches, each one transaction.
+        lossless), and no rate limit applies. Writes in batches, each one transaction; a big
+        import's documents are prepared by worker processes meanwhile (`importing`).
         """
         report = ImportReport(dry_run=dry_run)
         batch: list[tuple[str, Prepared]] = []
         seen_ids: set[str] = set()
-        for source, raw in documents:
-            prepared = self._prepare_import(source, raw, report, seen_ids)
-            if prepared is not None:
-                batch.append((source, prepared))
+        async for source, prepared in prepared_documents(documents):
+            if isinstance(prepared, Rejected):
+                report.invalid.append({"source": source, "id": prepared.id, "error": prepared.error})
+                continue
+            if prepared.document.id in seen_ids:
+                report.skipped.append({"source": source, "id": prepared.document.id, "reason": "duplicate id earlier in this import"})
+                continue
+            seen_ids.add(prepared.document.id)
+            batch.append((source, prepared))
             if len(batch) >= IMPORT_BATCH:
                 await self._import_batch(batch, report, kind=kind, summary=summary)
                 batch = []
         await self._import_batch(batch, report, kind=kind, summary=summary)
         return report
-
-    def _prepare_import(
-        self, source: str, raw: Any, report: ImportReport, seen_ids: set[str]
-    ) -> Prepared | None:
-        """Validate one imported document, or record why it is not imported."""
-        if isinstance(raw, InvalidSource):
-            report.invalid.append({"source": source, "id": None,
-                                   "error": {"code": "invalid_json", "message": raw.reason}})
-            return None
-        try:
-            if isinstance(raw, dict):
-                raw = {key: value for key, value in raw.items() if key != "version"}
-            document = validate_node(raw)
-            check_overlaps(document)
-        except InvalidNode as error:
-            report.invalid.append({"source": source, "id": _raw_id(raw), "error": invalid_node_error(error).to_body()["error"]})
-            return None
-        except KnowmeshError as error:
-            report.invalid.append({"source": source, "id": _raw_id(raw), "error": error.to_body()["error"]})
-            return None
-        if document.id in seen_ids:
-            report.skipped.append({"source": source, "id": document.id, "reason": "duplicate id earlier in this import"})
-            return None
-        seen_ids.add(document.id)
-        return Prepared.of(document)
 
     async def _import_batch(
         self, batch: list[tuple[str, Prepared]], report: ImportReport, *, kind: str, summary: str
@@ -560,11 +542,6 @@ def _guess_ecosystem(query: str, env: Environment | None) -> str:
     return "general"
 
 
-def _raw_id(raw: Any) -> str | None:
-    value = raw.get("id") if isinstance(raw, dict) else None
-    return value if isinstance(value, str) else None
-
-
 def _etag(version: str, revision: int, status: str, request: ReadRequest, stats: Iterable[Any] = ()) -> str:
     # Evidence changes a read without a new revision, so it is part of the tag.
     evidence = [[r.solution_id, r.solution_revision, r.cluster, r.sample_size, r.failure_state] for r in stats]
@@ -609,9 +586,4 @@ def _parse_file(file: Path) -> list[tuple[str, Any]]:
     return [(str(file), value)]
 
 
-class InvalidSource:
-    """Stands in for a document that could not even be read; validation reports `reason`."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
 

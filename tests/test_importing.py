@@ -1,0 +1,74 @@
+"""A big import prepares its documents in worker processes: the report and the stored mesh are
+exactly what preparing them in-process gives."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from knowmesh_mcp import importing
+from knowmesh_mcp.importing import InvalidSource
+from knowmesh_mcp.service import Service
+
+pytestmark = pytest.mark.anyio
+
+
+def documents(make_doc) -> list[tuple[str, Any]]:
+    """Valid nodes with, among them, every kind of problem an import reports."""
+    items: list[tuple[str, Any]] = []
+    for i in range(30):
+        items.append((f"nodes.jsonl:{i + 1}", make_doc(id=f"python/imported-{i}",
+                                                       error=f"ImportError: cannot import name 'n{i}' from 'pkg{i}'")))
+    items.insert(3, ("bad.json", make_doc(id="Python/BAD")))
+    items.insert(7, ("broken.json", InvalidSource("invalid JSON: Expecting value: line 1 column 1 (char 0)")))
+    items.insert(11, ("again.json", make_doc(id="python/imported-2", error="ImportError: cannot import name 'x' from 'y'")))
+    items.insert(15, ("twin.json", make_doc(id="python/imported-twin", error="ImportError: cannot import name 'n5' from 'pkg5'")))
+    items.insert(19, ("versioned.json", {**make_doc(id="python/imported-versioned", error="KeyError: 'versioned'"),
+                                         "version": "sha256:forged"}))
+    items.append(("not-an-object.json", ["a", "list"]))
+    return items
+
+
+class CountingPool(ProcessPoolExecutor):
+    tasks = 0
+
+    def submit(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+        CountingPool.tasks += 1
+        return super().submit(*args, **kwargs)
+
+
+async def import_into(path, items, **options) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    service = await Service.open(path, seed=False)
+    try:
+        report = await service.import_documents(items, **options)
+        exported = [document async for document in service.export_documents()]
+    finally:
+        await service.close()
+    return asdict(report), exported
+
+
+async def test_worker_processes_prepare_what_the_event_loop_would(tmp_path, make_doc, monkeypatch):
+    items = documents(make_doc)
+    serial = await import_into(tmp_path / "serial.db", items)
+    monkeypatch.setattr(importing, "PARALLEL_FROM", 5)
+    monkeypatch.setattr(importing, "CHUNK", 4)
+    monkeypatch.setattr(importing, "ProcessPoolExecutor", CountingPool)
+    CountingPool.tasks = 0
+    pooled = await import_into(tmp_path / "pooled.db", items)
+    assert CountingPool.tasks == 8  # the 31 documents after the first 5, four at a time
+    assert pooled == serial
+    report, exported = pooled
+    assert len(report["created"]) == 31 and len(exported) == 31
+    assert [entry["source"] for entry in report["invalid"]] == ["bad.json", "broken.json", "not-an-object.json"]
+    assert [entry["source"] for entry in report["skipped"]] == ["again.json", "twin.json"]
+    assert next(d for d in exported if d["id"] == "python/imported-versioned")["version"] != "sha256:forged"
+
+
+async def test_a_pooled_dry_run_writes_nothing(tmp_path, make_doc, monkeypatch):
+    monkeypatch.setattr(importing, "PARALLEL_FROM", 2)
+    report, exported = await import_into(tmp_path / "dry.db", documents(make_doc), dry_run=True)
+    assert len(report["created"]) == 31
+    assert exported == []
