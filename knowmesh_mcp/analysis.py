@@ -143,9 +143,14 @@ def named_ecosystems(terms: Iterable[str]) -> frozenset[str]:
 
 
 @lru_cache(maxsize=65536)
+def slug_keys(node_id: str) -> frozenset[str]:
+    """Every key of a node id's slug (`node/cannot-read-properties-then`: ..., `properti`, `then`)."""
+    return frozenset(index_terms(node_id.split("/", 1)[-1]).split())
+
+
 def slug_terms(node_id: str) -> frozenset[str]:
     """The content-word keys of a node id's slug: what its author named the problem by."""
-    return frozenset(key for key in index_terms(node_id.split("/", 1)[-1]).split() if key not in STOPWORDS)
+    return slug_keys(node_id) - STOPWORDS
 
 
 def signature_keys(text: str) -> set[str]:

@@ -300,15 +300,20 @@ def _size(body: dict[str, Any]) -> int:
     return len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def _whole_if_it_fits(body: dict[str, Any], max_bytes: int) -> dict[str, Any] | None:
+    """The body with nothing cut, when it fits: the common case, with no deep copy (0.2 ms a search)."""
+    whole = {**body, "truncated": []}
+    return whole if _size(whole) <= max_bytes else None
+
+
 def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """Drop the least useful parts until the JSON fits in `max_bytes`; `truncated` names each cut.
 
     A hard bound: when even the answer with shortened text does not fit, the read shrinks to the
     node's identity and says how many bytes the smallest useful answer needs.
     """
-    whole = {**body, "truncated": []}
-    if _size(whole) <= max_bytes:
-        return whole  # the common case: nothing to cut, nothing to copy
+    if (whole := _whole_if_it_fits(body, max_bytes)) is not None:
+        return whole
     body = copy.deepcopy(body)
     cut: list[str] = []
     body["truncated"] = cut
@@ -345,9 +350,8 @@ IDENTIFIER_KEYS = frozenset({"id", "version", "path", "html_path", "revision_id"
 
 def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """Bound a search envelope: trim each result's extras, then drop results from the end."""
-    whole = {**envelope, "truncated": []}
-    if _size(whole) <= max_bytes:
-        return whole  # the common case: nothing to cut, nothing to copy (a deep copy costs 0.2 ms)
+    if (whole := _whole_if_it_fits(envelope, max_bytes)) is not None:
+        return whole
     envelope = copy.deepcopy(envelope)
     cut: list[str] = []
     envelope["truncated"] = cut

@@ -37,6 +37,7 @@ from .analysis import (
     named_ecosystems,
     query_terms,
     signature_keys,
+    slug_keys,
     slug_terms,
     term_key,
     tokens,
@@ -102,7 +103,7 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     templates = list(dict.fromkeys(t for t in templates if t))
     values = set(_naming_values(quoted_values(signature["error"])))
     # A value that is a function word ('then', 'get', 'on') still names what the node is about.
-    slug = slug_terms(document["id"]) | (values & set(index_terms(document["id"].split("/", 1)[-1]).split()))
+    slug = slug_terms(document["id"]) | (values & slug_keys(document["id"]))
     return SearchRow(
         title=index_terms(document["title"]),
         signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
