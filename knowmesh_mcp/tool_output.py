@@ -81,6 +81,7 @@ _ERROR = re.compile(
     r"|^(?:ERROR|FATAL|PANIC)\b"  # postgres ERROR:  ..., ERROR ...
     r"|^\S+:\d+:(?:\d+:)?\s"  # file:line[:col]: message (go build, gcc, eslint, make)
     r"|^\S+\(\d+,\d+\):\s"  # tsc, MSBuild file(line,col): message
+    r"|^[\w./-]+(?:\[\d+\])?: \*\*\* "  # make's fatal errors: make: *** No rule to make target 'x'.  Stop.
     r"|^Error from server\b|^Error response from daemon\b|^! \[(?:remote )?rejected\]|are too open\.?$|not installed\?$"
     r"|^[\w./@+-]+:\s+(?:[\w./-]+:\s+)?(?:line \d+:\s+)?\S.*"  # tool: message (bash: x: command not found, sed: 1: ...)
     r"(?:not found|denied|refused|invalid|No such|cannot|can't|unable|failed|error|unknown|missing|not a|does not)"
