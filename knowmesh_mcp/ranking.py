@@ -137,20 +137,28 @@ class _Query:
     def weights(self, counts: Counter[str]) -> dict[str, float]:
         """{query term the field holds: its BM25 weight there} (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
         idf = self.idf
-        return {t: idf[t] * _SATURATION[min(counts[t], 20)] for t in self.universe.intersection(counts)}
+        # `keys() & set` walks the smaller side; `frozenset.intersection(dict)` walks every key of an article
+        return {t: idf[t] * _SATURATION[counts[t]] for t in counts.keys() & self.universe}
 
     def merged(self, counts: tuple[Counter[str], ...], held: set[str]) -> dict[str, float]:
         """Weights as `weights` gives them for the three fields read as one text."""
         idf, (title, signature, article) = self.idf, counts
-        return {t: idf[t] * _SATURATION[min(title.get(t, 0) + signature.get(t, 0) + article.get(t, 0), 20)]
+        return {t: idf[t] * _SATURATION[title.get(t, 0) + signature.get(t, 0) + article.get(t, 0)]
                 for t in held}
 
     def share(self, group: str, weights: dict[str, float]) -> float:
         """BM25 of a term group in one field, as a share of what holding each of its terms once scores."""
-        found = self.groups[group].intersection(weights)
+        found = weights.keys() & self.groups[group]
         return sum(map(weights.__getitem__, found)) / self.totals[group] if found else 0.0
 
-_SATURATION = [count * 2.2 / (count + 1.2) for count in range(21)]  # BM25's tf part, k1 = 1.2
+class _Saturation(dict):
+    """BM25's tf part (k1 = 1.2) by count; past 20 occurrences it no longer grows."""
+
+    def __missing__(self, count: int) -> float:
+        return self[20]
+
+
+_SATURATION = _Saturation({count: count * 2.2 / (count + 1.2) for count in range(21)})
 
 
 def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], set[str], set[str]]:
@@ -164,12 +172,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     decisive = [query.share("decisive", w) for w in weights]
     context = [query.share("context", w) for w in weights] if query.context else [0.0, 0.0, 0.0]
     words = [query.share("words", w) for w in weights] if query.words else [0.0, 0.0, 0.0]
-    slug = frozenset(text.slug_terms.split())
-    specific = frozenset(text.value_terms.split()) & slug  # a generic node's values are examples
+    slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
-    templates = [frozenset(line.split()) for line in text.template_terms.split("\n")]
     everything = query.everything
-    raw_templates = text.templates.split("\n")
     if query.is_output:
         similarity = max((fuzz.token_set_ratio(query.mains[0], t) for t in raw_templates), default=0.0)
         ratio = max((fuzz.ratio(line, t) for line in query.mains[:3] for t in raw_templates), default=0.0)

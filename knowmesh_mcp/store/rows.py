@@ -76,6 +76,14 @@ class CandidateText:
         """Term counts of title, signature and article."""
         return Counter(self.title.split()), Counter(self.signature.split()), Counter(self.article.split())
 
+    @cached_property
+    def derived(self) -> tuple[frozenset[str], frozenset[str], list[frozenset[str]], list[str]]:
+        """The id's words, the values it names (empty for a generic node, whose values are examples),
+        each template's term set, and the templates."""
+        slug = frozenset(self.slug_terms.split())
+        return (slug, frozenset(self.value_terms.split()) & slug,
+                [frozenset(line.split()) for line in self.template_terms.split("\n")], self.templates.split("\n"))
+
 
 class Frequencies(NamedTuple):
     """How many nodes hold each asked term: in any field, as a template trigram, in title or signature."""
