@@ -79,8 +79,10 @@ def tokens(text: str) -> list[str]:
         return _TOKEN.findall(text.lower())
     found = []
     for token in _TOKEN.findall(text):
-        found.append(token.lower())
-        if _MIXED.search(token):
+        lowered = token.lower()
+        found.append(lowered)
+        # only a token with both an upper- and a lowercase letter can be camel case
+        if lowered != token and not token.isupper() and _MIXED.search(token):
             parts = _CAMEL.findall(token)
             if len(parts) > 1:
                 found.extend(part.lower() for part in parts)

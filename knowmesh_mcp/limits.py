@@ -24,8 +24,39 @@ MAX_CONFLICTS = 5  # overlapping answer pairs a 409 lists
 def json_problem(value: Any) -> tuple[str, str] | None:
     """(JSON Pointer, what is wrong) of the first part of `value` outside the bounds, or None.
 
-    Iterative, so a document nested 100,000 deep costs a loop, not the interpreter's stack.
+    Iterative, so a document nested 100,000 deep costs a loop, not the interpreter's stack. The
+    pointer is built only for a value that breaks a bound (a second walk): building one for every
+    item was most of the cost of checking a good document.
     """
+    return None if _within_bounds(value) else _first_problem(value)
+
+
+def _within_bounds(value: Any) -> bool:
+    strings: list[Any] = []  # every key and string, encoded once at the end: a lone surrogate fails it
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth >= MAX_DEPTH:
+                return False
+            strings.extend(item)
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            if depth >= MAX_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            strings.append(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and not -MAX_INT - 1 <= item <= MAX_INT:
+            return False
+    try:
+        "".join(strings).encode("utf-8")
+    except (TypeError, UnicodeEncodeError):  # a key that is not a string: the careful walk judges it
+        return False
+    return True
+
+
+def _first_problem(value: Any) -> tuple[str, str] | None:
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, where, depth = stack.pop()
