@@ -72,6 +72,8 @@ class CandidateTexts:
 
 def _fold(text: str) -> str:
     """Lowercase character by character, keeping the length (FTS5's trigram tokenizer folds so)."""
+    if text.isascii():
+        return text.lower()  # ASCII lowercasing never changes a length
     return "".join(low if len(low := c.lower()) == 1 else c for c in text)
 
 
@@ -81,25 +83,29 @@ def gram_terms(grams: str) -> set[str]:
     return {text[i:i + 3] for i in range(len(text) - 2)}
 
 
-def counted_keys(title: str, signature: str, article: str, grams: str) -> set[tuple[str, str]]:
-    """The (kind, term) keys `term_counts` counts a node under: 'term' for each distinct key of its
+CountedKeys = dict[str, set[str]]  # term_counts kind -> the terms a node is counted under
+
+
+def counted_keys(title: str, signature: str, article: str, grams: str) -> CountedKeys:
+    """The terms `term_counts` counts a node under, by kind: 'term' for each distinct key of its
     title, signature and article (what fts5vocab over node_search counts: `analysis` makes every key
     one unicode61 token), 'head' for those of title and signature (node_heads), 'gram' for each
     trigram of its templates (node_grams)."""
     heads = {*title.split(), *signature.split()}
-    return ({("term", t) for t in (*heads, *article.split())} | {("head", t) for t in heads}
-            | {("gram", g) for g in gram_terms(grams)})
+    return {"term": heads.union(article.split()), "head": heads, "gram": gram_terms(grams)}
 
 
-def row_keys(row: SearchRow) -> set[tuple[str, str]]:
+def row_keys(row: SearchRow) -> CountedKeys:
     return counted_keys(row.title, row.signature, row.article, row.grams)
 
 
-def term_count_delta(removed: Iterable[set[tuple[str, str]]], added: Iterable[set[tuple[str, str]]]) -> Counter[tuple[str, str]]:
+def term_count_delta(removed: Iterable[CountedKeys], added: Iterable[CountedKeys]) -> Counter[tuple[str, str]]:
     """How each (kind, term) count moves when index rows with `removed` keys give way to rows with `added` keys."""
-    delta: Counter[tuple[str, str]] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
     for keys in removed:
-        delta.subtract(keys)
+        for kind, terms in keys.items():
+            by_kind.setdefault(kind, Counter()).subtract(terms)
     for keys in added:
-        delta.update(keys)
-    return Counter({key: n for key, n in delta.items() if n})
+        for kind, terms in keys.items():
+            by_kind.setdefault(kind, Counter()).update(terms)  # counting a set runs in C
+    return Counter({(kind, term): n for kind, counts in by_kind.items() for term, n in counts.items() if n})
