@@ -26,6 +26,7 @@ from .search import index_row
 
 PARALLEL_FROM = 5000  # documents prepared in-process before a pool takes over (its start-up is ~0.5 s)
 CHUNK = 500  # documents a worker prepares per task
+AHEAD = 4  # chunks queued beyond one per worker: the workers keep preparing while a write batch (1,000) is written
 
 
 class InvalidSource:
@@ -78,7 +79,7 @@ def _chunks(items: Iterator[tuple[str, Any]]) -> Iterator[list[tuple[str, Any]]]
 async def prepared_documents(documents: Iterable[tuple[str, Any]]) -> AsyncIterator[tuple[str, Prepared | Rejected]]:
     """(source, outcome) of every document, in input order; past PARALLEL_FROM, from a process pool.
 
-    At most `workers + 1` chunks are in flight, so memory stays bounded however long the input.
+    At most `workers + AHEAD` chunks are in flight, so memory stays bounded however long the input.
     """
     items = iter(documents)
     for source, raw in islice(items, PARALLEL_FROM):
@@ -94,7 +95,7 @@ async def prepared_documents(documents: Iterable[tuple[str, Any]]) -> AsyncItera
         pending = deque([loop.run_in_executor(pool, prepare_chunk, first)])
         for chunk in rest:
             pending.append(loop.run_in_executor(pool, prepare_chunk, chunk))
-            if len(pending) > workers:
+            if len(pending) >= workers + AHEAD:
                 for outcome in await pending.popleft():
                     yield outcome
         while pending:
