@@ -115,6 +115,11 @@ def recall_at_1(beta: np.ndarray, items: list[tuple[int, np.ndarray, np.ndarray]
     return hits / len(answerable) if answerable else 0.0
 
 
+def as_beta(weights: dict[str, Any]) -> np.ndarray:
+    """[bias, *weights] of a model as the weights file holds it."""
+    return np.array([weights["bias"], *(weights["weights"][name] for name in FEATURES)])
+
+
 SHIFT_STEP = 0.05
 REJECTED = 0.90  # trust.md / issue 10: at least 90 % of queries with no right node score below 0.5
 
@@ -123,8 +128,7 @@ def top_logits(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], mode
     """{item index: the logit of the result a search serves first} (rank_candidates' first row)."""
     tops = {}
     for model, items in groups.items():
-        weights = models[model]
-        beta = np.array([weights["bias"], *(weights["weights"][name] for name in FEATURES)])
+        beta = as_beta(models[model])
         for index, x, _ in items:
             tops[index] = float(beta[0] + x[0] @ beta[1:])
     return tops
@@ -159,8 +163,7 @@ def choose_floor(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], mo
     """The largest floor that drops no right answer a dev query ranked in its top 5."""
     lowest = 1.0
     for model, items in groups.items():
-        weights = models[model]
-        beta = np.array([weights["bias"], *(weights["weights"][name] for name in FEATURES)])
+        beta = as_beta(models[model])
         for _, x, y in items:
             p = 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
             top = np.argsort(-p)[:5]

@@ -64,6 +64,13 @@ def array_literal(items: Sequence[Any]) -> str:
     return '{"' + joined + '"}'
 
 
+def _count_columns(keys: Sequence[tuple[str, str]], delta: Counter[tuple[str, str]]) -> list[str]:
+    """The kind, term and count columns of `keys` as array literals, for unnest (psycopg would
+    dump each list element by element in Python)."""
+    return [array_literal([kind for kind, _ in keys]), array_literal([term for _, term in keys]),
+            array_literal([delta[key] for key in keys])]
+
+
 def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     """The subquery (node_pk, rank) of one term channel and its parameters, in text order.
 
@@ -288,12 +295,9 @@ class SearchWrites(DuplicateLookup):
                 """INSERT INTO term_counts (kind, term, doc)
                    SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])
                    ON CONFLICT (kind, term) DO UPDATE SET doc = term_counts.doc + EXCLUDED.doc""",
-                # array literals: psycopg dumps a long list element by element in Python
-                [array_literal([k for k, _ in up]), array_literal([t for _, t in up]),
-                 array_literal([delta[key] for key in up])])
+                _count_columns(up, delta))
         if down:
-            kinds, terms = array_literal([k for k, _ in down]), array_literal([t for _, t in down])
-            counts = array_literal([delta[key] for key in down])
+            kinds, terms, counts = _count_columns(down, delta)
             await self._all(
                 """UPDATE term_counts c SET doc = greatest(c.doc + d.n, 0)
                    FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS d (kind, term, n)
