@@ -15,6 +15,7 @@ import json
 import os
 import getpass
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -458,6 +459,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         import's documents are prepared by worker processes meanwhile (`importing`).
         """
         report = ImportReport(dry_run=dry_run)
+        async with nullcontext() if dry_run else self.store.bulk_import():
+            await self._import_all(documents, report, kind=kind, summary=summary)
+        return report
+
+    async def _import_all(self, documents: Iterable[tuple[str, Any]], report: ImportReport, *, kind: str,
+                          summary: str) -> None:
         batch: list[tuple[str, Prepared]] = []
         seen_ids: set[str] = set()
         async for source, prepared in prepared_documents(documents):
@@ -473,7 +480,6 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 await self._import_batch(batch, report, kind=kind, summary=summary)
                 batch = []
         await self._import_batch(batch, report, kind=kind, summary=summary)
-        return report
 
     async def _import_batch(
         self, batch: list[tuple[str, Prepared]], report: ImportReport, *, kind: str, summary: str

@@ -465,5 +465,10 @@ class Store(Protocol):
         """One write transaction: all of it commits, or none of it does."""
         ...
 
+    def bulk_import(self) -> AbstractAsyncContextManager[None]:
+        """What an import's write transactions run inside: a backend may put off index upkeep that
+        is cheaper done once, at the end."""
+        ...
+
     async def writes_in(self, subject: str, hour: str) -> int:
         ...

@@ -48,6 +48,10 @@ CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, 
 # ts_rank's weights, in its {D, C, B, A} order: article (C) 0.1, signature (B) 0.5, title (A) 1.0.
 RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
 TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
+# The GIN indexes of the search tables: kept up row by row they are most of what an import costs
+# the server; built once after it, a fraction (docs/decisions.md, "A bulk import into PostgreSQL").
+DEFERRED_INDEXES = ("node_search_terms", "node_heads_terms", "node_grams_sets")
+DEFERRED_KEY = "deferred_index:"  # meta key prefix: the definition of an index a bulk import dropped
 PHRASE = "phraseto_tsquery('simple', %s)"
 
 
@@ -221,6 +225,24 @@ class SearchWrites(DuplicateLookup):
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
     _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
+
+    async def _defer_search_indexes(self, below: int) -> None:
+        """Drop the DEFERRED_INDEXES when the mesh holds fewer than `below` nodes, keeping each
+        definition (as PostgreSQL gives it) in `meta` in this same transaction."""
+        if (await self._all("SELECT count(*) FROM nodes"))[0][0] >= below:
+            return
+        for name, definition in await self._all(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
+                (list(DEFERRED_INDEXES),)):
+            await self._all("INSERT INTO meta (key, value) VALUES (%s, %s)", (DEFERRED_KEY + name, definition))
+            await self._all(f'DROP INDEX "{name}"')  # one of DEFERRED_INDEXES, never input
+
+    async def _restore_search_indexes(self) -> None:
+        """Build every index `_defer_search_indexes` dropped and no one has built since."""
+        for key, definition in await self._all(
+                "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)):
+            if key.removeprefix(DEFERRED_KEY) in DEFERRED_INDEXES:  # the definition PostgreSQL wrote, ours
+                await self._all(definition)
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))

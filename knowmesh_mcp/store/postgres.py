@@ -40,6 +40,7 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
 MIGRATION_LOCK = 0x6B6E6F77  # "know": the advisory lock key every server takes to migrate
 WRITE_LOCK = 0x6D657368  # "mesh": taken by every write transaction, held until it ends
 POOL_SIZE = 8
+DEFER_BELOW = 10_000  # nodes: a bulk import into a mesh this small builds its GIN indexes at the end
 
 
 def postgres_dir() -> Path:
@@ -116,7 +117,9 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         async with pool.connection() as connection:
             await connection.execute(
                 "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING")
-        return cls(url, pool, created=applied == len(migrations()))
+        store = cls(url, pool, created=applied == len(migrations()))
+        await store._restore_indexes()  # a bulk import that ended without building them again
+        return store
 
     async def close(self) -> None:
         await self._pool.close()
@@ -130,6 +133,24 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             async with self._pool.connection() as connection, connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 yield PostgresWriter(connection)
+
+    @asynccontextmanager
+    async def bulk_import(self) -> AsyncIterator[None]:
+        """An import into a mesh of fewer than DEFER_BELOW nodes drops the search tables' GIN
+        indexes (`_defer_search_indexes`) and builds them again when it ends: at 30,000 nodes the
+        server spends 0.32-0.36 ms a node instead of 0.44-0.47, the rebuild included. Searches
+        meanwhile stay right, only slower. If this server dies first, the next one to open the
+        mesh builds them."""
+        async with self.write() as tx:
+            await tx._defer_search_indexes(DEFER_BELOW)
+        try:
+            yield
+        finally:
+            await self._restore_indexes()
+
+    async def _restore_indexes(self) -> None:
+        async with self.write() as tx:
+            await tx._restore_search_indexes()
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with nul_as_bad_input():
