@@ -55,7 +55,7 @@ async def collect(path: Path, queries: list[dict[str, Any]]) -> dict[str, list[t
             plan = QueryPlan.of(query["q"])
             machine = parse_env(query["env"]) if query["env"] else None
             wanted = canonical_ecosystem(query["ecosystem"]) if query["ecosystem"] else None
-            ranked = await service.rank_candidates(plan, machine, wanted, depth=None, floor=False)
+            ranked = await service.rank_candidates(plan, machine, wanted, limit=None, floor=False)
             if not ranked:
                 continue
             x = np.array([[c.features[name] for name in FEATURES] for c, _ in ranked])

@@ -364,7 +364,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         # Reading a long paste is CPU work (35 ms for 1 MiB): off the event loop, so others' requests go on.
         plan = QueryPlan.of(q) if len(q) < LONG_QUERY else await asyncio.to_thread(QueryPlan.of, q)
-        ranked = await self.rank_candidates(plan, machine, wanted, depth=max(2 * limit, 10))
+        ranked = await self.rank_candidates(plan, machine, wanted, limit=limit)
         results = []
         ceiling = 1.0
         for candidate, result in ranked[:limit]:
@@ -390,15 +390,39 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         return envelope
 
     async def rank_candidates(self, plan: QueryPlan, machine: Environment | None, wanted: str | None,
-                              *, depth: int | None, floor: bool = True) -> list[tuple[Candidate, dict[str, Any]]]:
-        """The best `depth` candidates (all with None) with their result entries, in final order.
+                              *, limit: int | None, floor: bool = True) -> list[tuple[Candidate, dict[str, Any]]]:
+        """The candidates a search shows first (all of them with `limit` None), with their result
+        entries, in final order: the best `limit`, and beyond them those the caller's environment
+        and the ecosystem tier (nodes of the asked ecosystem first) may still reorder.
 
-        Candidates beyond the page are read too: the environment can reorder them. Then the
-        spec's ecosystem tier: nodes of the asked ecosystem first, relevance order kept inside.
-        Without `floor`, candidates below `min_score` are kept (the ranking is fitted on all).
+        Without an environment or an ecosystem the ranking's order is final (a neutral environment
+        leaves every score as it is), so only the first `limit` are read, and those tied with the
+        last. Else the first 2 * `limit` (at least 10): an answer that fits the environment can
+        move a node up. Without `floor`, candidates below `min_score` are kept (the ranking is
+        fitted on all).
         """
         candidates = await find(self.store, plan)
-        shown = candidates if depth is None else candidates[:depth]
+        if limit is None:
+            return await self._entries(candidates, plan, machine, wanted, floor)
+        if machine is not None or wanted is not None:
+            return await self._entries(candidates[:max(2 * limit, 10)], plan, machine, wanted, floor)
+        ranked: list[tuple[Candidate, dict[str, Any]]] = []
+        start = 0
+        while len(ranked) < limit and start < len(candidates):  # again only past deprecated nodes
+            end = min(start + limit - len(ranked), len(candidates))
+            while end < len(candidates) and candidates[end].score == candidates[end - 1].score:
+                end += 1  # ties are ordered by id below, so every tied one is read
+            ranked += await self._entries(candidates[start:end], plan, machine, wanted, floor)
+            if floor and candidates[end - 1].score < min_score():
+                break  # the rest score lower still
+            start = end
+        ranked.sort(key=lambda entry: (-entry[0].score, entry[1]["id"]))
+        return ranked
+
+    async def _entries(self, shown: list[Candidate], plan: QueryPlan, machine: Environment | None, wanted: str | None,
+                       floor: bool) -> list[tuple[Candidate, dict[str, Any]]]:
+        """Result entries of `shown` rescored for the environment, in the spec's order; deprecated nodes
+        and (with `floor`) hints below `min_score` left out."""
         rows = {row.pk: row for row in await self.store.get_nodes_by_pk([c.pk for c in shown])}
         evidence = await self.store.stats_of([row.id for row in rows.values()])
         now = datetime.now(UTC)

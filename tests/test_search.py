@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.identity import Actor
 from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row
 from knowmesh_mcp.service import Service
 
@@ -295,6 +296,21 @@ async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Service, o
 ])
 async def test_nodes_sharing_a_template_are_told_apart_by_the_value(corpus: Service, query, node):
     assert ids(await corpus.search(query))[0] == node
+
+
+async def test_tied_nodes_come_by_id_and_deprecated_ones_give_way(corpus: Service, make_doc):
+    """Nodes the ranking cannot tell apart come in id order, however many tie and in whatever
+    order they were written; a deprecated one is never shown and the next one takes its place."""
+    letters = "bcdfghjkmnpqrs"  # no stopword among the ids' words ("a", "i")
+    for letter in reversed(letters):  # written last-id first: node order is not id order
+        await corpus.create_node(make_doc(id=f"python/widget-{letter}", title="ZzqError: frobnicated widget",
+                                          error=f"ZzqError: frobnicated widget '{letter}{letter}'"))
+    found = (await corpus.search("ZzqError: frobnicated widget 'other'", limit=3))["results"]
+    assert len({r["score"] for r in found}) == 1
+    assert ids({"results": found}) == ["python/widget-b", "python/widget-c", "python/widget-d"]
+    await corpus.set_status("python/widget-b", "deprecated", note="superseded", actor=Actor("mia", "token", role="maintainer"))
+    found = await corpus.search("ZzqError: frobnicated widget 'other'", limit=3)
+    assert ids(found) == ["python/widget-c", "python/widget-d", "python/widget-f"]
 
 
 async def test_a_node_about_a_function_word_value_is_not_generic(corpus: Service, make_doc):
