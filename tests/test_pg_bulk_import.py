@@ -96,3 +96,18 @@ async def test_an_import_into_a_big_mesh_keeps_its_indexes(pg_database: str, mak
         assert len(dry.created) == 2
     finally:
         await service.close()
+
+async def test_an_index_someone_already_built_is_left_as_it_is(pg_database: str):
+    import psycopg
+
+    store = await PostgresStore.open(pg_database)
+    async with store.write() as tx:
+        await tx._defer_search_indexes(postgres.DEFER_BELOW)
+    async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as db:  # an operator's repair
+        await db.execute("CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms)")
+    await store.close()
+    reopened = await PostgresStore.open(pg_database)
+    try:
+        assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
+    finally:
+        await reopened.close()

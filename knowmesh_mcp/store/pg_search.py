@@ -239,9 +239,12 @@ class SearchWrites(DuplicateLookup):
 
     async def _restore_search_indexes(self) -> None:
         """Build every index `_defer_search_indexes` dropped and no one has built since."""
+        present = {name for (name,) in await self._all(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)", (list(DEFERRED_INDEXES),))}
         for key, definition in await self._all(
                 "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)):
-            if key.removeprefix(DEFERRED_KEY) in DEFERRED_INDEXES:  # the definition PostgreSQL wrote, ours
+            name = key.removeprefix(DEFERRED_KEY)
+            if name in DEFERRED_INDEXES and name not in present:  # the definition PostgreSQL wrote, ours
                 await self._all(definition)
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:

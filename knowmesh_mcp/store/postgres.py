@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import DatabaseUnusable, KnowmeshError
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
-from .pg_search import SearchReads
+from .pg_search import DEFERRED_KEY, SearchReads
 from .shared import CandidateTexts
 from .sqlite import read_migrations, store_dir, utc_now
 
@@ -118,7 +118,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             await connection.execute(
                 "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING")
         store = cls(url, pool, created=applied == len(migrations()))
-        await store._restore_indexes()  # a bulk import that ended without building them again
+        await store._restore_indexes()  # a bulk import that died (or, harmlessly early, one still going)
         return store
 
     async def close(self) -> None:
@@ -149,8 +149,9 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             await self._restore_indexes()
 
     async def _restore_indexes(self) -> None:
-        async with self.write() as tx:
-            await tx._restore_search_indexes()
+        if await self._fetchall("SELECT 1 FROM meta WHERE key LIKE %s LIMIT 1", (DEFERRED_KEY + "%",)):
+            async with self.write() as tx:
+                await tx._restore_search_indexes()
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with nul_as_bad_input():
