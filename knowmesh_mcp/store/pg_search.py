@@ -49,7 +49,7 @@ CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, 
 RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
 TERM_TABLES = {"search": "node_search", "heads": "node_heads"}
 # The GIN indexes of the search tables: kept up row by row they are most of what an import costs
-# the server; built once after it, a fraction (docs/decisions.md, "A bulk import into PostgreSQL").
+# the server; built once after it, a fraction (docs/decisions.md, "PostgreSQL throughput and latency").
 DEFERRED_INDEXES = ("node_search_terms", "node_heads_terms", "node_grams_sets")
 DEFERRED_KEY = "deferred_index:"  # meta key prefix: the definition of an index a bulk import dropped
 PHRASE = "phraseto_tsquery('simple', %s)"
