@@ -484,26 +484,22 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """
         report = ImportReport(dry_run=dry_run)
         async with nullcontext() if dry_run else self.store.bulk_import():
-            await self._import_all(documents, report, kind=kind, summary=summary)
+            batch: list[tuple[str, Prepared]] = []
+            seen_ids: set[str] = set()
+            async for source, prepared in prepared_documents(documents):
+                if isinstance(prepared, Rejected):
+                    report.invalid.append({"source": source, "id": prepared.id, "error": prepared.error})
+                    continue
+                if prepared.document.id in seen_ids:
+                    report.skipped.append({"source": source, "id": prepared.document.id, "reason": "duplicate id earlier in this import"})
+                    continue
+                seen_ids.add(prepared.document.id)
+                batch.append((source, prepared))
+                if len(batch) >= IMPORT_BATCH:
+                    await self._import_batch(batch, report, kind=kind, summary=summary)
+                    batch = []
+            await self._import_batch(batch, report, kind=kind, summary=summary)
         return report
-
-    async def _import_all(self, documents: Iterable[tuple[str, Any]], report: ImportReport, *, kind: str,
-                          summary: str) -> None:
-        batch: list[tuple[str, Prepared]] = []
-        seen_ids: set[str] = set()
-        async for source, prepared in prepared_documents(documents):
-            if isinstance(prepared, Rejected):
-                report.invalid.append({"source": source, "id": prepared.id, "error": prepared.error})
-                continue
-            if prepared.document.id in seen_ids:
-                report.skipped.append({"source": source, "id": prepared.document.id, "reason": "duplicate id earlier in this import"})
-                continue
-            seen_ids.add(prepared.document.id)
-            batch.append((source, prepared))
-            if len(batch) >= IMPORT_BATCH:
-                await self._import_batch(batch, report, kind=kind, summary=summary)
-                batch = []
-        await self._import_batch(batch, report, kind=kind, summary=summary)
 
     async def _import_batch(
         self, batch: list[tuple[str, Prepared]], report: ImportReport, *, kind: str, summary: str

@@ -72,17 +72,37 @@ async def test_an_import_that_fails_still_builds_the_indexes(pg_database: str, m
         await service.close()
 
 
-async def test_a_server_that_dies_mid_import_leaves_the_indexes_to_the_next_open(pg_database: str):
-    store = await PostgresStore.open(pg_database)
-    async with store.write() as tx:  # what entering `bulk_import` does; the process dies before it leaves
-        await tx._defer_search_indexes(postgres.DEFER_BELOW)
-    assert await search_indexes(pg_database) == set()
-    await store.close()
-    reopened = await PostgresStore.open(pg_database)
+async def dying_import(url: str) -> None:
+    """What entering `bulk_import` does, by a server that dies before it leaves."""
+    store = await PostgresStore.open(url)
     try:
-        assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
+        async with store.write() as tx:
+            await tx._defer_search_indexes(postgres.DEFER_BELOW)
+    finally:
+        await store.close()
+
+
+async def indexes_after_reopening(url: str) -> set[str]:
+    reopened = await PostgresStore.open(url)
+    try:
+        return await search_indexes(url)
     finally:
         await reopened.close()
+
+
+async def test_a_server_that_dies_mid_import_leaves_the_indexes_to_the_next_open(pg_database: str):
+    await dying_import(pg_database)
+    assert await search_indexes(pg_database) == set()
+    assert await indexes_after_reopening(pg_database) == set(DEFERRED_INDEXES)
+
+
+async def test_an_index_someone_already_built_is_left_as_it_is(pg_database: str):
+    import psycopg
+
+    await dying_import(pg_database)
+    async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as db:  # an operator's repair
+        await db.execute("CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms)")
+    assert await indexes_after_reopening(pg_database) == set(DEFERRED_INDEXES)
 
 
 async def test_an_import_into_a_big_mesh_keeps_its_indexes(pg_database: str, make_doc, monkeypatch):
@@ -96,18 +116,3 @@ async def test_an_import_into_a_big_mesh_keeps_its_indexes(pg_database: str, mak
         assert len(dry.created) == 2
     finally:
         await service.close()
-
-async def test_an_index_someone_already_built_is_left_as_it_is(pg_database: str):
-    import psycopg
-
-    store = await PostgresStore.open(pg_database)
-    async with store.write() as tx:
-        await tx._defer_search_indexes(postgres.DEFER_BELOW)
-    async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as db:  # an operator's repair
-        await db.execute("CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms)")
-    await store.close()
-    reopened = await PostgresStore.open(pg_database)
-    try:
-        assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
-    finally:
-        await reopened.close()

@@ -225,27 +225,31 @@ class SearchWrites(DuplicateLookup):
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
     _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
+    set_meta: Callable[[str, str], Awaitable[None]]  # EvidenceWrites'
 
     async def _defer_search_indexes(self, below: int) -> None:
         """Drop the DEFERRED_INDEXES when the mesh holds fewer than `below` nodes, keeping each
         definition (as PostgreSQL gives it) in `meta` in this same transaction."""
         if (await self._all("SELECT count(*) FROM nodes"))[0][0] >= below:
             return
-        for name, definition in await self._all(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
-                (list(DEFERRED_INDEXES),)):
-            await self._all("INSERT INTO meta (key, value) VALUES (%s, %s)", (DEFERRED_KEY + name, definition))
+        for name, definition in (await self._search_index_definitions()).items():
+            await self.set_meta(DEFERRED_KEY + name, definition)
             await self._all(f'DROP INDEX "{name}"')  # one of DEFERRED_INDEXES, never input
 
     async def _restore_search_indexes(self) -> None:
         """Build every index `_defer_search_indexes` dropped and no one has built since."""
-        present = {name for (name,) in await self._all(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)", (list(DEFERRED_INDEXES),))}
+        present = await self._search_index_definitions()
         for key, definition in await self._all(
                 "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)):
             name = key.removeprefix(DEFERRED_KEY)
             if name in DEFERRED_INDEXES and name not in present:  # the definition PostgreSQL wrote, ours
                 await self._all(definition)
+
+    async def _search_index_definitions(self) -> dict[str, str]:
+        """{name: definition} of the DEFERRED_INDEXES the database holds now."""
+        return dict(await self._all(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
+            (list(DEFERRED_INDEXES),)))  # type: ignore[arg-type]
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
