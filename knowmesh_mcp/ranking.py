@@ -32,6 +32,7 @@ FEATURES = (
     "signature_cause",  # a later decisive line that names a cause (not a wrapper) does
     "values_named",  # the node is about its quoted value (its id names it) and the query names it too
     "values_conflict",  # the node is about its value, the query names other values and not that one
+    "values_unnamed",  # the node is about its value and the query names none of it (prose often names no value)
     "generic_match",  # the input or its first decisive line hashed equal and the node is not about one value
     "wrapper_match",  # only wrapper lines hashed equal ("did not complete successfully: exit code: 1")
     "value_shape_conflict",  # the first line's values and the node's error's differ in shape (a path, a name)
@@ -186,6 +187,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
         "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
+        "values_unnamed": 1.0 if specific and not specific & everything else 0.0,
         "generic_match": 1.0 if first_line and not specific else 0.0,
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
