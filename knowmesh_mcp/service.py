@@ -31,7 +31,7 @@ from .errors import KnowmeshError, bad_parameter, not_found
 from .identity import Actor, acting
 from .importing import InvalidSource, Rejected, prepared_documents
 from .evidence import Evidence, best_answer_state
-from .model import canonical_json
+from .model import MAX_ID_LENGTH, SEGMENT_RE, canonical_json
 from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
 from .outcomes import (
     Dedupe,
@@ -70,6 +70,7 @@ DEFAULT_SEARCH_LIMIT = 5
 LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 LONG_QUERY = 65_536  # characters of a query read in a worker thread
 MAX_SEARCH_LIMIT = 20
+MAX_ECOSYSTEM_IN_ID = MAX_ID_LENGTH - 81  # the guidance's id: the ecosystem, '/', a slug of at most 80 characters
 # Words in a query or environment that name an ecosystem, for the guidance of an empty search.
 ECOSYSTEM_HINTS = (
     ("python", ("traceback", "python", "pip", "modulenotfounderror", "importerror", "venv", "pytest")),
@@ -384,7 +385,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         }
         if not results or results[0]["score"] < LIKELY:
             envelope["guidance"] = next_steps.publish_problem(
-                plan.echo, plan.lines, wanted or _guess_ecosystem(plan.echo, machine), machine.to_dict() if machine else None,
+                plan.echo, plan.lines, _publishing_ecosystem(wanted, plan.echo, machine), machine.to_dict() if machine else None,
                 weak=bool(results),
             )
         return envelope
@@ -557,14 +558,16 @@ def _change_entry(row: Any) -> dict[str, Any]:
     return entry
 
 
-def _guess_ecosystem(query: str, env: Environment | None) -> str:
+def _publishing_ecosystem(wanted: str | None, query: str, env: Environment | None) -> str:
+    """The ecosystem a ready `create_node` body names: the asked one, else one the query's words or the
+    environment's runtime suggest, else "general". Search takes any ecosystem (it only orders by it),
+    but a node's must start its id, so a name that cannot (`not an ecosystem!!`, `foo/bar`) is passed over."""
     lowered = query.lower()
-    for ecosystem, hints in ECOSYSTEM_HINTS:
-        if any(hint in lowered for hint in hints):
+    suggested = [ecosystem for ecosystem, hints in ECOSYSTEM_HINTS if any(hint in lowered for hint in hints)]
+    runtimes = [canonical_ecosystem(runtime) for runtime in env.runtimes] if env is not None else []
+    for ecosystem in (wanted, *suggested, *runtimes):
+        if ecosystem and len(ecosystem) <= MAX_ECOSYSTEM_IN_ID and SEGMENT_RE.match(ecosystem):
             return ecosystem
-    if env is not None:
-        for runtime in env.runtimes:
-            return canonical_ecosystem(runtime)
     return "general"
 
 

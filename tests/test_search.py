@@ -159,6 +159,18 @@ async def test_no_match_carries_guidance_with_a_ready_body(corpus: Service):
     assert ids(await corpus.search("JobCancellationException: Job was cancelled"))[0] == created["id"]
 
 
+@pytest.mark.parametrize("ecosystem, published", [
+    ("Not An Ecosystem!!", "java"), ("foo/bar", "java"), ("c#", "dotnet"), ("x" * 300, "java"), ("zig", "zig"),
+])
+async def test_no_match_guidance_publishes_under_an_ecosystem_an_id_can_start_with(corpus: Service, ecosystem, published):
+    # Search takes any ecosystem (it only orders by it); the ready body must still be a valid node.
+    envelope = await corpus.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled",
+                                   env="linux,java-21", ecosystem=ecosystem)
+    body = envelope["guidance"]["create_node"]["body"]
+    assert body["ecosystem"] == published and body["id"].startswith(f"{published}/")
+    assert (await corpus.create_node(body))["status"] == "draft"
+
+
 @pytest.mark.parametrize("q", [None, "", "   \n\t "])
 async def test_missing_query_is_400(corpus: Service, q):
     with pytest.raises(KnowmeshError) as caught:
