@@ -65,6 +65,10 @@ RANK_BUDGET = 1000  # nodes a ranked channel query may match (ranking reads each
 GRAM_BUDGET = 100  # the same for the trigram channel (100, 300, 1,000 measured: 98.5, 98.4, 98.2 % recall)
 EVERY_TERMS = 4  # the "every" channel: the nodes holding all of the query's rarest four content words
 FALLBACK_TERMS = 2  # when even the rarest term is common: the nodes holding the rarest two together
+# A ranked term channel keeps at most FAMILY_CAP nodes of one template family among its best
+# FAMILY_POOL times `limit` matches, so siblings about other values leave room for the generic node.
+FAMILY_CAP = 5
+FAMILY_POOL = 4
 
 
 def digest(key: str) -> str:
@@ -228,7 +232,7 @@ def bm25_idf(nodes: int, holding: int) -> float:
 
 
 def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[str, int], limit: int,
-                  cap: int, budget: int = 0, *, total: int) -> TermQuery:
+                  cap: int, budget: int = 0, *, total: int, per_family: int = 0) -> TermQuery:
     """The cheapest query that finds the nodes sharing the query's rarest terms.
 
     Nodes holding any of the rarest terms, when there are at most `limit` of them: all of them,
@@ -247,7 +251,8 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
     if chosen or not present:
         ranked = spent > limit
         weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
-        return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights)
+        family = {"per_family": per_family, "pool": FAMILY_POOL * limit} if ranked and per_family else {}
+        return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights, **family)
     return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1,
                      density=frequencies[present[0]] / total)
 
@@ -267,9 +272,10 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
     queries = [
         TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=frequencies[every[0]] / total if every else 0.0),
-        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total),
+        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP),
         # titles and signatures are short: a term common in articles can be rare there
-        channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total),
+        channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total,
+                      per_family=FAMILY_CAP),
         channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS, GRAM_BUDGET, total=total),
     ]
     by_hash = dict(plan.hashes)

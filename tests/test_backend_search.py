@@ -430,3 +430,29 @@ async def test_terms_with_tsquery_and_like_syntax_neither_error_nor_match_wrongl
     assert await postgres.channel_matches([], [], 0, [TermQuery("grams", "grams", ["_od"], 20)]) == []  # "mod" exists
     assert await postgres.channel_matches([], [], 0, [TermQuery("grams", "grams", ["n%e"], 20)]) == []
     assert await postgres.channel_matches([], [], 0, [TermQuery("every", "search", ["!", "modul"], 20, every=True)]) == []
+
+
+async def test_a_ranked_channel_keeps_at_most_per_family_nodes_of_one_template(both_stores, make_doc):
+    """Siblings of one template, each about its own user, read alike and would fill a ranked channel;
+    capped per family, the node of another template that holds fewer of the words still comes back."""
+    siblings = [make_doc(id=f"postgres/password-auth-failed-{user}", ecosystem="postgres",
+                         title=f'password authentication failed for user "{user}"',
+                         error=f'FATAL:  password authentication failed for user "{user}"')
+                for user in ("erin", "judy", "ledger_app", "station_app", "initech_ro", "vertex_ro")]
+    other = make_doc(id="postgres/password-authentication-failed", ecosystem="postgres",
+                     title="Password authentication failed when connecting to the server",
+                     error="psql: error: connection to server failed: password authentication failed")
+    await insert_nodes(both_stores, [*siblings, other])
+    terms = QueryPlan.of("password authentication failed for user").terms.words
+    family = {f"postgres/password-auth-failed-{user}" for user in ("erin", "judy", "ledger_app", "station_app",
+                                                                   "initech_ro", "vertex_ro")}
+    for name, store in both_stores.items():
+        ids = dict(await store._fetchall("SELECT pk, id FROM nodes"))
+
+        async def found(**family_cap: int) -> list[str]:
+            query = TermQuery("heads", "heads", list(terms), 3, ranked=True, weights=[1.0] * len(terms), **family_cap)
+            return [ids[pk] for _, pk, _, _ in await store.channel_matches([], [], 0, [query])]
+
+        assert set(await found()) <= family, name  # uncapped, the siblings fill the channel
+        capped = await found(per_family=2, pool=20)
+        assert len(capped) == 3 and len(set(capped) & family) == 2 and other["id"] in capped, (name, capped)

@@ -103,8 +103,14 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
     if query.ranked:
         rank = " + ".join(f"%s * ts_rank({RANK_WEIGHTS}, t.terms, {PHRASE}, 1)" for _ in terms)
         weighted = [value for term in terms for value in (rarity.get(term, 1.0), term)]
-        return (f"SELECT t.node_pk, {rank} AS rank FROM {table} t "
-                f"WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s", [*weighted, *terms, query.limit])
+        ranked = f"SELECT t.node_pk, {rank} AS rank FROM {table} t WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s"
+        if query.per_family:  # as SQLite: of the best `pool`, at most `per_family` of one template family
+            return ("SELECT node_pk, rank FROM (SELECT c.node_pk, c.rank, row_number() OVER "
+                    "(PARTITION BY i.templates ORDER BY c.rank DESC, c.node_pk) AS family_rank "
+                    f"FROM ({ranked}) AS c JOIN node_index i ON i.node_pk = c.node_pk) AS f "
+                    "WHERE family_rank <= %s ORDER BY rank DESC, node_pk LIMIT %s",
+                    [*weighted, *terms, query.pool, query.per_family, query.limit])
+        return ranked, [*weighted, *terms, query.limit]
     return _lowest_pks(query, table, "t", "terms", where, terms)
 
 

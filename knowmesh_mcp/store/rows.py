@@ -113,6 +113,11 @@ class TermQuery:
     # At most this share of the nodes match (the rarest term's): where matches are dense, a backend
     # can find the lowest pks by walking the pks in order (FTS5's doclists are in that order already).
     density: float = 0.0
+    # Ranked over titles and signatures or the full text: of the best `pool` matches, at most
+    # `per_family` of one template family (nodes of the same template, each about its own value,
+    # read alike and would fill the channel), then the best `limit` of those. 0: no cap.
+    per_family: int = 0
+    pool: int = 0
 
 
 @dataclass(frozen=True)

@@ -907,10 +907,21 @@ class Store:
         for query in queries:
             if query.terms:
                 table, rank = _TERM_TABLES[query.table]
+                match = fts_every(query.terms) if query.every else fts_any(query.terms)
+                if query.ranked and query.per_family:
+                    parts.append(f"""SELECT '{query.channel}' AS channel, node_pk, NULL AS hash FROM
+                          (SELECT node_pk FROM
+                             (SELECT m.rowid AS node_pk, m.r,
+                                     row_number() OVER (PARTITION BY i.templates ORDER BY m.r, m.rowid) AS family_rank
+                              FROM (SELECT rowid, {rank} AS r FROM {table} WHERE {table} MATCH ? ORDER BY r LIMIT ?) AS m
+                              JOIN node_index i ON i.node_pk = m.rowid)
+                           WHERE family_rank <= ? ORDER BY r, node_pk LIMIT ?)""")
+                    params += [match, query.pool, query.per_family, query.limit]
+                    continue
                 order = f"ORDER BY {rank} " if query.ranked else ""
                 parts.append(f"SELECT '{query.channel}' AS channel, rowid AS node_pk, NULL AS hash FROM "
                              f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)")
-                params += [fts_every(query.terms) if query.every else fts_any(query.terms), query.limit]
+                params += [match, query.limit]
         if not parts:
             return []
         rows = await self._fetchall(
