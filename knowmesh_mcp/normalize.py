@@ -15,7 +15,7 @@ import hashlib
 import re
 from functools import lru_cache
 
-NORMALIZER_VERSION = 2
+NORMALIZER_VERSION = 3
 
 ECOSYSTEM_ALIASES: dict[str, str] = {
     "py": "python",
@@ -120,6 +120,7 @@ _BARE_VALUES = (
     ('pull access denied for ', re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)")),  # docker pull
     ('no such image: ', re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)")),  # docker
     ('no such container: ', re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})")),
+    ('on endpoint ', re.compile(rf"(?<=\bon endpoint )(?P<v>{_NAME})(?= \()")),  # docker: ... connectivity on endpoint web (3c9e…)
     ('no required module provides package ', re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})")),  # go
     (' is not in ', re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)")),  # go
     ('cannot load such file -- ', re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})")),  # ruby

@@ -211,7 +211,7 @@ EXACT = [
         "docker: Error response from daemon: driver failed programming external connectivity on "
         "endpoint web (3f4e5d6c7b8a): Bind for 0.0.0.0:8080 failed: port is already allocated.",
         "docker: error response from daemon: driver failed programming external connectivity on "
-        "endpoint web (<hex>): bind for <ip>:<n> failed: port is already allocated.",
+        "endpoint '<*>' (<hex>): bind for <ip>:<n> failed: port is already allocated.",
     ),
     (
         "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
@@ -475,10 +475,11 @@ def test_empty_and_blank_input() -> None:
     assert normalize_signature(f"{ESC}[0m") == ""
 
 
-def test_normalizer_version_is_two() -> None:
-    # 2: bare values and one form of "command not found". Bump it on any output change; the
-    # service recomputes stored hashes when it opens a database normalized by another version.
-    assert NORMALIZER_VERSION == 2
+def test_normalizer_version_is_three() -> None:
+    # 2: bare values and one form of "command not found"; 3: docker's endpoint names. Bump it on any
+    # output change; the service recomputes stored hashes when it opens a database normalized by
+    # another version.
+    assert NORMALIZER_VERSION == 3
 
 
 BARE = [
@@ -489,6 +490,10 @@ BARE = [
     ("./main.go:8:2: undefined: parseConfig", "internal/x.go:120:14: undefined: loadUsers", None),
     ("./x.go:3:2: declared and not used: count", "./y.go:9:6: declared and not used: total", None),
     ("Error: Could not find or load main class com.example.App", "Error: Could not find or load main class Main", None),
+    ("docker: Error response from daemon: driver failed programming external connectivity on endpoint web (3c9e1f0a2b4d): "
+     "Bind for 0.0.0.0:8080 failed: port is already allocated.",
+     "docker: Error response from daemon: driver failed programming external connectivity on endpoint redis-dev "
+     "(9b1f4e2a7c3d): Bind for 0.0.0.0:6379 failed: port is already allocated.", None),
 ]
 
 
@@ -811,7 +816,7 @@ TEMPLATES = [
     (
         "driver failed programming external connectivity on endpoint web ({hex}): "
         "Bind for {ip}:{port} failed: port is already allocated",
-        "driver failed programming external connectivity on endpoint web (<hex>): "
+        "driver failed programming external connectivity on endpoint '<*>' (<hex>): "
         "bind for <ip>:<n> failed: port is already allocated",
     ),
     ("fatal: reference is not a tree: {hex}", "fatal: reference is not a tree: <hex>"),
