@@ -13,10 +13,12 @@ whole input. Candidates then come from four cheap, bounded channels, unioned:
 - `grams`: the rarest trigrams of the first decisive line against the nodes' templates
   (typos, `module not found` against `ModuleNotFoundError`).
 
-No channel can empty the result: every candidate any channel found is scored, by `ranking`,
-in one place. Retrieval lives behind `Store` methods a second backend can provide; what is
-ranked and how is decided here and in `ranking`, in Python, for every backend alike. Node
-text and queries are untrusted: the store quotes every term it puts into MATCH.
+A ranked `terms` or `heads` channel keeps at most FAMILY_CAP nodes of one template, so siblings
+that differ only in their value (a user, a package) cannot fill it. No channel can empty the
+result: every candidate any channel found is scored, by `ranking`, in one place. Retrieval
+lives behind `Store` methods a second backend can provide; what is ranked and how is decided
+here and in `ranking`, in Python, for every backend alike. Node text and queries are
+untrusted: the store quotes every term it puts into MATCH.
 """
 
 from __future__ import annotations
