@@ -14,6 +14,7 @@ CANDIDATE_NOTE = (
     "report solved for it after running its verify command."
 )
 AGENT_PLACEHOLDER = {"id": fill_in("your-agent-id")}
+GUIDANCE_SLUG_CHARS = 80  # the slug of the id a no-match guidance proposes: the error's first words
 
 
 def _request(method: str, path: str, body: dict[str, Any], tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +113,7 @@ def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str,
     error = (lines[0] if lines else query.strip())[:500]
     words = "-".join(re.findall(r"[a-z0-9]+", error.lower())[:8]) or "new-problem"
     body = {
-        "id": f"{ecosystem}/{words[:80].strip('-')}",
+        "id": f"{ecosystem}/{words[:GUIDANCE_SLUG_CHARS].strip('-')}",
         "ecosystem": ecosystem,
         "title": error[:120],
         "signature": {"error": error},

@@ -182,12 +182,13 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     else:
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
+    unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
     return {
         "signature_first": 1.0 if first_line else 0.0,
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
-        "values_conflict": 1.0 if specific and terms.values and not specific & everything else 0.0,
-        "values_unnamed": 1.0 if specific and not specific & everything else 0.0,
+        "values_conflict": 1.0 if unnamed and terms.values else 0.0,
+        "values_unnamed": 1.0 if unnamed else 0.0,
         "generic_match": 1.0 if first_line and not specific else 0.0,
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,

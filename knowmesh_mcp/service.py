@@ -70,7 +70,7 @@ DEFAULT_SEARCH_LIMIT = 5
 LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 LONG_QUERY = 65_536  # characters of a query read in a worker thread
 MAX_SEARCH_LIMIT = 20
-MAX_ECOSYSTEM_IN_ID = MAX_ID_LENGTH - 81  # the guidance's id: the ecosystem, '/', a slug of at most 80 characters
+MAX_ECOSYSTEM_IN_ID = MAX_ID_LENGTH - 1 - next_steps.GUIDANCE_SLUG_CHARS  # the guidance's id: ecosystem, '/', slug
 # Words in a query or environment that name an ecosystem, for the guidance of an empty search.
 ECOSYSTEM_HINTS = (
     ("python", ("traceback", "python", "pip", "modulenotfounderror", "importerror", "venv", "pytest")),
