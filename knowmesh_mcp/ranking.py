@@ -44,6 +44,7 @@ FEATURES = (
     "decisive_best",  # decisive_all relative to the best candidate of this query
     "context_all",  # BM25 of the other lines' terms in the node
     "flat_best",  # plain BM25 of the whole input over the node as one text, relative to the best candidate
+    "flat_all",  # ... as a share of what holding every term once scores (a lone weak candidate is best, not good)
     "template_coverage",  # share of the node's best template's terms the query holds
     "line_coverage",  # share of the first decisive line's terms the node's best template holds
     "template_ratio",  # rapidfuzz ratio (in order) of a decisive line to the node's closest template
@@ -183,6 +184,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
+    flat = query.share("asked", query.merged(counts, title | signature | article))
     return {
         "signature_first": 1.0 if first_line else 0.0,
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
@@ -199,7 +201,8 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "decisive_all": (10 * decisive[0] + 5 * decisive[1] + decisive[2]) / 16,  # as the term channel weighs fields
         "decisive_best": 0.0,  # set once every candidate's decisive_all is known
         "context_all": (10 * context[0] + 5 * context[1] + context[2]) / 16,
-        "flat_best": query.share("asked", query.merged(counts, title | signature | article)),  # made relative below
+        "flat_best": flat,  # made relative below
+        "flat_all": flat,
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
         "template_ratio": ratio / 100.0,
