@@ -27,6 +27,7 @@ _TOKEN = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}", re.UNICODE)
 # The words of a camel-case token: `ModuleNotFoundError`, `ERR_OSSL` stays whole (split on `_` already).
 _CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _MIXED = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")  # a lower-upper step: camel case
+_DIGITS = re.compile(r"(?:\d\D*){5}")  # five digits or more: a hash or an id run into a word, not a name
 
 SYNONYMS: dict[str, str] = {
     "mac": "macos",
@@ -91,7 +92,8 @@ def tokens(text: str) -> list[str]:
 
 def camel_words(text: str) -> list[str]:
     """The words of the camel-case tokens of `text`, lowercase (`ModuleNotFoundError`: module, not, found, error)."""
-    return [part.lower() for token in _TOKEN.findall(text) if _MIXED.search(token) for part in _CAMEL.findall(token)]
+    return [part.lower() for token in _TOKEN.findall(text) if _MIXED.search(token) and not _DIGITS.search(token)
+            for part in _CAMEL.findall(token)]
 
 
 def index_terms(text: str) -> str:

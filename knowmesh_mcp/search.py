@@ -2,7 +2,7 @@
 
 A query is first read (`QueryPlan.of`): pasted tool output or a sentence, its decisive lines
 (`tool_output`), their normalized forms and hashes, and the terms of the lines and of the
-whole input. Candidates then come from four cheap, bounded channels, unioned:
+whole input. Candidates then come from cheap, bounded channels, unioned:
 
 - `signature`: the hash of the whole input or of a decisive line equals one of a node's
   error, template or alias keys;
@@ -14,7 +14,8 @@ whole input. Candidates then come from four cheap, bounded channels, unioned:
   (typos, `module not found` against `ModuleNotFoundError`).
 
 A ranked `terms` or `heads` channel keeps at most FAMILY_CAP nodes of one template, so siblings
-that differ only in their value (a user, a package) cannot fill it. No channel can empty the
+that differ only in their value (a user, a package) cannot fill it, and each specific node a term
+channel found brings its template's generic node (`family`, at most FAMILY_LIMIT). No channel can empty the
 result: every candidate any channel found is scored, by `ranking`, in one place. Retrieval
 lives behind `Store` methods a second backend can provide; what is ranked and how is decided
 here and in `ranking`, in Python, for every backend alike. Node text and queries are
@@ -63,6 +64,7 @@ TERMS_LIMIT = 20
 HEADS_LIMIT = 12
 GRAMS_LIMIT = 8
 EVERY_LIMIT = 10
+FAMILY_LIMIT = 5  # generic nodes that share a signature hash with a specific node a term channel found
 RANK_BUDGET = 1000  # nodes a ranked channel query may match (ranking reads each one)
 GRAM_BUDGET = 100  # the same for the trigram channel (100, 300, 1,000 measured: 98.5, 98.4, 98.2 % recall)
 EVERY_TERMS = 4  # the "every" channel: the nodes holding all of the query's rarest four content words
@@ -285,7 +287,7 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     matched_lines: dict[int, set[int]] = {}
     versions: dict[int, str] = {}
     for channel, pk, hashed, version in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT,
-                                                                     queries):
+                                                                     queries, FAMILY_LIMIT):
         channels.setdefault(pk, set()).add(channel)
         versions[pk] = version
         if hashed is not None:

@@ -456,3 +456,32 @@ async def test_a_ranked_channel_keeps_at_most_per_family_nodes_of_one_template(b
         assert set(await found()) <= family, name  # uncapped, the siblings fill the channel
         capped = await found(per_family=2, pool=20)
         assert len(capped) == 3 and len(set(capped) & family) == 2 and other["id"] in capped, (name, capped)
+
+
+async def test_a_specific_node_found_by_a_term_channel_brings_the_generic_nodes_of_its_template(both_stores, make_doc):
+    """A sibling about one user shares its template's hash with the generic node of that error: the
+    `family` channel returns the generic one (and no node of another template), alike on both backends."""
+    siblings = [make_doc(id=f"postgres/password-auth-failed-{user}", ecosystem="postgres",
+                         title=f'password authentication failed for user "{user}"',
+                         error=f'FATAL:  password authentication failed for user "{user}"') for user in ("erin", "judy")]
+    generic = make_doc(id="postgres/password-authentication-failed", ecosystem="postgres",
+                       title="Password authentication failed for a database user",
+                       error='FATAL:  password authentication failed for user "app"')
+    unrelated = make_doc(id="postgres/role-does-not-exist", ecosystem="postgres", title="Role does not exist",
+                         error='FATAL:  role "app" does not exist')
+    for document in (*siblings, generic, unrelated):
+        document["signature"]["aliases"] = []  # make_doc's alias would make every node one family
+    await insert_nodes(both_stores, [*siblings, generic, unrelated])
+    erin = TermQuery("terms", "search", ["erin"], 5)
+    found = {}
+    for name, store in both_stores.items():
+        ids = dict(await store._fetchall("SELECT pk, id FROM nodes"))
+        rows = await store.channel_matches([], [], 0, [erin], 5)
+        found[name] = rows
+        assert [(channel, ids[pk]) for channel, pk, _, _ in rows] == [
+            ("terms", "postgres/password-auth-failed-erin"), ("family", generic["id"])], name
+        assert [ids[pk] for _, pk, _, _ in await store.channel_matches([], [], 0, [erin])] == [siblings[0]["id"]], name
+        # a generic node found by a term channel has no family to bring
+        role = TermQuery("terms", "search", ["role"], 5)
+        assert [ids[pk] for _, pk, _, _ in await store.channel_matches([], [], 0, [role], 5)] == [unrelated["id"]], name
+    assert found["sqlite"] == found["postgres"]

@@ -17,6 +17,7 @@ from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.identity import Actor
 from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row
 from knowmesh_mcp.service import Service
+from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -430,3 +431,37 @@ async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
             group.start_soon(writer)
     assert len(statuses) >= 2000
     assert set(statuses) <= {200, 201}, sorted(set(statuses))
+
+
+COMPOSE_PORT_OUTPUT = (  # https://github.com/paunin/PostDock/issues/123: compose v1, progress lines run together
+    "Starting dockercompose_pgslave1_1 ...\nStarting dockercompose_pgpool_1 ... error\n\nERROR: for dockercompose_pgpool_1  "
+    "Cannot start service pgpool: driver failed programming external connectivity on endpoint dockercompose_pgpool_1 "
+    "(190a688ccfa12bd33d76cb41ecd3d0ae84c50b61a6f963be1ed1beaStarting dockercompose_pgslave2_1 ... done\n\nERROR: for pgpool  "
+    "Cannot start service pgpool: driver failed programming external connectivity on endpoint dockercompose_pgpool_1 "
+    "(190a688ccfa12bd33d76cb41ecd3d0ae84c50b61a6f963be1ed1beade7375b00): Bind for 0.0.0.0:9898 failed: port is already "
+    "allocated\nERROR: Encountered errors while bringing up the project.")
+
+
+async def test_siblings_about_other_services_do_not_hide_the_generic_node(corpus: Service):
+    """Ninety nodes each about one compose service's endpoint, written from compose's output, read closer
+    to the pasted output than the generic port-already-allocated node and fill every ranked channel's
+    pool; the generic node, which shares their template, still comes first."""
+    generic = json.loads((store_dir() / "starter" / "docker__port-already-allocated.json").read_text())
+    siblings = []
+    # more than a ranked channel's pool (4 x its limit): the generic node is not among its best matches
+    for service in (f"{team}_{role}" for team in ("acme", "northwind", "contoso", "globex", "initech", "hooli", "umbrella",
+                                                  "vandelay", "piedpiper", "stark") for role in
+                    ("api", "job", "cache", "db", "webhook", "billing", "ledger", "prompt", "user")):
+        sibling = json.loads(json.dumps(generic))
+        sibling["id"] = f"docker/port-allocated-{service.replace('_', '-')}"
+        sibling["title"] = f"Cannot start service {service}: port is already allocated"
+        sibling["signature"] = {"error": "docker: Error response from daemon: driver failed programming external "
+                                         f"connectivity on endpoint {service} (a1b2c3d4e5f6): Bind for 0.0.0.0:9898 "
+                                         "failed: port is already allocated.", "environment": ["docker"]}
+        sibling["content"]["context"] = (f"docker compose up: Starting {service} ... error. "
+                                         "ERROR: Encountered errors while bringing up the project.")
+        siblings.append((sibling["id"], sibling))
+    report = await corpus.import_documents(siblings)
+    assert len(report.created) == 90, report
+    found = ids(await corpus.search(COMPOSE_PORT_OUTPUT, limit=5))
+    assert found[0] == "docker/port-already-allocated", found

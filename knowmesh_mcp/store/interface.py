@@ -321,8 +321,11 @@ class Store(Protocol):
         ...
 
     async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
-        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip."""
+                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
+        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
+
+        With `family_limit`, a `family` channel too: the lowest-pk `family_limit` generic nodes
+        (`specific` 0) sharing a signature hash with a specific node a term channel found."""
         ...
 
     async def close(self) -> None:

@@ -149,7 +149,7 @@ class SearchReads:
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
     async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
+                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
         """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         As SQLite's: the signature channel reads the nodes with the query's quoted values, then
@@ -180,10 +180,22 @@ class SearchReads:
                 params += [query.channel, *values]
         if not parts:
             return []
+        found = " UNION ALL ".join(f"({part})" for part in parts)
+        if family_limit:  # as SQLite: the generic nodes sharing a signature hash with a specific node a term channel found
+            found = f"""WITH found AS MATERIALIZED ({found})
+                SELECT * FROM found UNION ALL
+                SELECT {len(queries) + 1} AS part, row_number() OVER (ORDER BY node_pk) AS ord, 'family'::text AS channel,
+                       node_pk, NULL::text AS hash FROM
+                  (SELECT DISTINCT node_pk FROM
+                     (SELECT (SELECT g.node_pk FROM node_signatures g WHERE g.hash = h.hash AND g.specific = 0
+                              ORDER BY g.node_pk LIMIT 1) AS node_pk
+                      FROM (SELECT DISTINCT s.hash FROM found f JOIN node_signatures s ON s.node_pk = f.node_pk
+                            WHERE f.channel <> 'signature' AND s.specific = 1) AS h) AS generic
+                   WHERE node_pk IS NOT NULL ORDER BY node_pk LIMIT %s) AS family"""
+            params.append(family_limit)
         rows = await self._fetchall(
-            "SELECT m.channel, m.node_pk, m.hash, n.current_version FROM ("
-            + " UNION ALL ".join(f"({part})" for part in parts)
-            + ") AS m JOIN nodes n ON n.pk = m.node_pk ORDER BY m.part, m.ord", params)
+            f"SELECT m.channel, m.node_pk, m.hash, n.current_version FROM ({found}) AS m JOIN nodes n ON n.pk = m.node_pk "
+            "ORDER BY m.part, m.ord", params)
         return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:

@@ -883,7 +883,7 @@ class Store:
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
     async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery]) -> list[tuple[str, int, str | None, str]]:
+                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
         """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         `signature`: nodes indexed under any of `hashes`. A common error shape (`No module named
@@ -924,9 +924,23 @@ class Store:
                 params += [match, query.limit]
         if not parts:
             return []
+        found = " UNION ALL ".join(parts)
+        if family_limit:
+            # Each specific node a term channel found brings the generic node of its family: of each of
+            # its signature hashes, the generic node with the lowest pk (the index reads one row a hash).
+            # CROSS JOIN keeps `found` outer: else SQLite scans every signature row for the join.
+            found = f"""WITH found AS MATERIALIZED ({found})
+                SELECT * FROM found UNION ALL
+                SELECT 'family', node_pk, NULL FROM
+                  (SELECT DISTINCT node_pk FROM
+                     (SELECT (SELECT g.node_pk FROM node_signatures g WHERE g.hash = h.hash AND g.specific = 0
+                              ORDER BY g.node_pk LIMIT 1) AS node_pk
+                      FROM (SELECT DISTINCT s.hash FROM found f CROSS JOIN node_signatures s ON s.node_pk = f.node_pk
+                            WHERE f.channel != 'signature' AND s.specific = 1) AS h) AS generic
+                   WHERE node_pk IS NOT NULL ORDER BY node_pk LIMIT ?)"""
+            params.append(family_limit)
         rows = await self._fetchall(
-            "SELECT m.*, n.current_version FROM (" + " UNION ALL ".join(parts) + ") AS m JOIN nodes n ON n.pk = m.node_pk",
-            params)
+            "SELECT m.*, n.current_version FROM (" + found + ") AS m JOIN nodes n ON n.pk = m.node_pk", params)
         return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
