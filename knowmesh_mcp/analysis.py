@@ -27,7 +27,7 @@ _TOKEN = re.compile(rf"[^\W_]{{1,{MAX_TERM_LENGTH}}}", re.UNICODE)
 # The words of a camel-case token: `ModuleNotFoundError`, `ERR_OSSL` stays whole (split on `_` already).
 _CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _MIXED = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")  # a lower-upper step: camel case
-_DIGITS = re.compile(r"(?:\d\D*){5}")  # five digits or more: a hash or an id run into a word, not a name
+_DIGITS = re.compile(r"(?:\d\D*){5}")
 
 SYNONYMS: dict[str, str] = {
     "mac": "macos",
@@ -83,7 +83,7 @@ def tokens(text: str) -> list[str]:
         lowered = token.lower()
         found.append(lowered)
         # only a token with both an upper- and a lowercase letter can be camel case
-        if lowered != token and not token.isupper() and _MIXED.search(token):
+        if lowered != token and not token.isupper() and _is_camel(token):
             parts = _CAMEL.findall(token)
             if len(parts) > 1:
                 found.extend(part.lower() for part in parts)
@@ -92,8 +92,12 @@ def tokens(text: str) -> list[str]:
 
 def camel_words(text: str) -> list[str]:
     """The words of the camel-case tokens of `text`, lowercase (`ModuleNotFoundError`: module, not, found, error)."""
-    return [part.lower() for token in _TOKEN.findall(text) if _MIXED.search(token) and not _DIGITS.search(token)
-            for part in _CAMEL.findall(token)]
+    return [part.lower() for token in _TOKEN.findall(text) if _is_camel(token) for part in _CAMEL.findall(token)]
+
+
+def _is_camel(token: str) -> bool:
+    """A lower-upper step and fewer than five digits: a hash run into a word (`…1ed1beaStarting`) is not a name."""
+    return bool(_MIXED.search(token)) and not _DIGITS.search(token)
 
 
 def index_terms(text: str) -> str:
