@@ -15,8 +15,8 @@ whole input. Candidates then come from cheap, bounded channels, unioned:
 
 A ranked `terms` or `heads` channel keeps at most FAMILY_CAP nodes of one template, so siblings
 that differ only in their value (a user, a package) cannot fill it, and each specific node a term
-channel found brings its template's generic node (`family`, at most FAMILY_LIMIT). No channel can empty the
-result: every candidate any channel found is scored, by `ranking`, in one place. Retrieval
+channel found brings its template's generic node (`family`, at most FAMILY_LIMIT). No channel can
+empty the result: every candidate any channel found is scored, by `ranking`, in one place. Retrieval
 lives behind `Store` methods a second backend can provide; what is ranked and how is decided
 here and in `ranking`, in Python, for every backend alike. Node text and queries are
 untrusted: the store quotes every term it puts into MATCH.
