@@ -92,8 +92,6 @@ CREATE TABLE node_signatures (
     PRIMARY KEY (hash, node_pk, source)
 ) WITHOUT ROWID;
 
-CREATE INDEX node_signatures_by_node ON node_signatures (node_pk);
-
 CREATE INDEX node_signatures_by_values ON node_signatures (hash, quoted_values);
 
 CREATE TABLE node_index (
@@ -325,3 +323,5 @@ CREATE TABLE term_counts (
 ) WITHOUT ROWID;
 
 CREATE VIRTUAL TABLE head_terms USING fts5vocab (node_heads, 'row');
+
+CREATE INDEX node_signatures_by_node_kind ON node_signatures (node_pk, specific, hash);
