@@ -116,6 +116,9 @@ def score(features: dict[str, float], is_output: bool) -> float:
     return models()["output" if is_output else "prose"].probability(features)
 
 
+GROUPS = ("first", "decisive", "context", "words")  # the term groups whose BM25 share each field is measured by
+
+
 class _Query:
     """What every candidate of one query is measured against, computed once per query."""
 
@@ -125,33 +128,39 @@ class _Query:
         self.terms = terms
         self.idf = idf
         self.first = frozenset(terms.first)
-        self.decisive = frozenset(terms.decisive)
-        self.context = frozenset(terms.context) - self.decisive
-        self.asked = self.decisive | self.context
+        decisive = frozenset(terms.decisive)
+        context = frozenset(terms.context) - decisive
+        self.asked = decisive | context
         self.words = frozenset(terms.words)
         self.everything = self.asked | self.words
         self.universe = self.everything | self.first
-        self.groups = {"first": self.first, "decisive": self.decisive, "context": self.context, "asked": self.asked,
-                       "words": self.words}
-        self.totals = {name: sum(idf[t] for t in group) or 1.0 for name, group in self.groups.items()}
+        groups = (self.first, decisive, context, self.words)
+        # Each term's groups (indexes into GROUPS), so one pass over a field's terms sums every group.
+        self.groups_of = {t: tuple(i for i, group in enumerate(groups) if t in group) for t in self.universe}
+        self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]
+        self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
 
-    def weights(self, counts: Counter[str]) -> dict[str, float]:
-        """{query term the field holds: its BM25 weight there} (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
-        idf = self.idf
+    def field(self, counts: Counter[str]) -> tuple[set[str], list[float]]:
+        """The query terms a field holds, and the BM25 of each group of GROUPS there as a share of
+        what holding each of its terms once scores (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
         # `keys() & set` walks the smaller side; `frozenset.intersection(dict)` walks every key of an article
-        return {t: idf[t] * _SATURATION[counts[t]] for t in counts.keys() & self.universe}
+        held = counts.keys() & self.universe
+        idf, groups_of = self.idf, self.groups_of
+        sums = [0.0, 0.0, 0.0, 0.0]
+        for t in held:
+            weight = idf[t] * _SATURATION[counts[t]]
+            for i in groups_of[t]:
+                sums[i] += weight
+        return held, [found / total for found, total in zip(sums, self.totals)]
 
-    def merged(self, counts: tuple[Counter[str], ...], held: set[str]) -> dict[str, float]:
-        """Weights as `weights` gives them for the three fields read as one text."""
+    def flat(self, counts: tuple[Counter[str], ...], held: set[str]) -> float:
+        """The share of the decisive and context terms, for the three fields read as one text."""
         idf, (title, signature, article) = self.idf, counts
-        return {t: idf[t] * _SATURATION[title.get(t, 0) + signature.get(t, 0) + article.get(t, 0)]
-                for t in held}
+        found = held & self.asked
+        return sum(idf[t] * _SATURATION[title.get(t, 0) + signature.get(t, 0) + article.get(t, 0)]
+                   for t in found) / self.asked_total if found else 0.0
 
-    def share(self, group: str, weights: dict[str, float]) -> float:
-        """BM25 of a term group in one field, as a share of what holding each of its terms once scores."""
-        found = weights.keys() & self.groups[group]
-        return sum(map(weights.__getitem__, found)) / self.totals[group] if found else 0.0
 
 class _Saturation(dict):
     """BM25's tf part (k1 = 1.2) by count; past 20 occurrences it no longer grows."""
@@ -169,11 +178,10 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     text = candidate.text
     terms = query.terms
     counts = text.counts
-    weights = tuple(query.weights(c) for c in counts)
-    title, signature, article = (set(w) for w in weights)
-    decisive = [query.share("decisive", w) for w in weights]
-    context = [query.share("context", w) for w in weights] if query.context else [0.0, 0.0, 0.0]
-    words = [query.share("words", w) for w in weights] if query.words else [0.0, 0.0, 0.0]
+    (title, first_title), (signature, first_signature), (article, first_article) = map(query.field, counts)
+    decisive, context, words = (
+        (10 * first_title[i] + 5 * first_signature[i] + first_article[i]) / 16  # as the term channel weighs fields
+        for i in (1, 2, 3))
     slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
     everything = query.everything
@@ -184,7 +192,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
-    flat = query.share("asked", query.merged(counts, title | signature | article))
+    heads = title | signature
+    held = heads | article
+    flat = query.flat(counts, held)
     return {
         "signature_first": 1.0 if first_line else 0.0,
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
@@ -195,23 +205,23 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
-        "first_title": query.share("first", weights[0]),
-        "first_signature": query.share("first", weights[1]),
-        "first_article": query.share("first", weights[2]),
-        "decisive_all": (10 * decisive[0] + 5 * decisive[1] + decisive[2]) / 16,  # as the term channel weighs fields
+        "first_title": first_title[0],
+        "first_signature": first_signature[0],
+        "first_article": first_article[0],
+        "decisive_all": decisive,
         "decisive_best": 0.0,  # set once every candidate's decisive_all is known
-        "context_all": (10 * context[0] + 5 * context[1] + context[2]) / 16,
+        "context_all": context,
         "flat_best": flat,  # made relative below
         "flat_all": flat,
         "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
         "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
         "template_ratio": ratio / 100.0,
         "similarity": similarity / 100.0,
-        "words_all": (10 * words[0] + 5 * words[1] + words[2]) / 16,
+        "words_all": words,
         "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
         "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,
         "env_fit": NEUTRAL_ENV,
-    }, title | signature, title | signature | article
+    }, heads, held
 
 
 def _match(candidate: Candidate, is_output: bool, terms: QueryTerms, heads: set[str], held: set[str]) -> str:
