@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,7 +51,7 @@ from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 12
+SEARCH_INDEX_VERSION = 13
 MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -128,14 +129,26 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     )
 
 
+# A package named by a path: a Go module (`github.com/spf13/cobra`: its first segment is a domain)
+# or a scoped npm package (`@angular/core`). `@/components/x` (a path alias) and `src/index.ts` are paths.
+_MODULE_PATH = re.compile(r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+(?:/[\w.~-]+)+", re.ASCII | re.IGNORECASE)
+
+
+def _is_path(value: str) -> bool:
+    return ("/" in value or "\\" in value or value.startswith(".")) and not _MODULE_PATH.fullmatch(value)
+
+
 def value_shapes(values: list[str] | tuple[str, ...]) -> str:
     """ "path" or "name" for each value: a missing file is not a missing package."""
-    return " ".join("path" if "/" in v or "\\" in v or v.startswith(".") else "name" for v in values)
+    return " ".join("path" if _is_path(v) else "name" for v in values)
 
 
 def _naming_values(values: list[str]) -> list[str]:
-    """The term keys of values that can name what a node is about (paths and URLs cannot)."""
-    return [key for value in values if not any(c in value for c in "/\\ ") for key in index_terms(value).split()]
+    """The term keys of values that can name what a node is about (paths, URLs and phrases cannot;
+    of a Go module path, the part after its domain: `github.com` names nothing)."""
+    named = [value.split("/", 1)[1] if "/" in value and not value.startswith("@") else value
+             for value in values if " " not in value and not _is_path(value)]
+    return [key for value in named for key in index_terms(value).split()]
 
 
 def _value_terms(values: list[str]) -> list[str]:

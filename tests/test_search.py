@@ -465,3 +465,26 @@ async def test_siblings_about_other_services_do_not_hide_the_generic_node(corpus
     assert len(report.created) == 90, report
     found = ids(await corpus.search(COMPOSE_PORT_OUTPUT, limit=5))
     assert found[0] == "docker/port-already-allocated", found
+
+
+async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Service):
+    """A Go module path (`github.com/spf13/cobra`) names a package, not a file: nodes each about one
+    module are specific (the domain names nothing), so output naming another module finds the generic
+    imported-and-not-used node first, and a module's own output still finds its node."""
+    generic = json.loads((store_dir() / "starter" / "go__imported-and-not-used.json").read_text())
+    siblings = []
+    for owner, name in (("spf13", "cobra"), ("gin-gonic", "gin"), ("stretchr", "testify"), ("sirupsen", "logrus"),
+                        ("pkg", "errors"), ("google", "uuid")):
+        sibling = json.loads(json.dumps(generic))
+        sibling["id"] = f"go/imported-not-used-github.com-{owner}-{name}"
+        sibling["title"] = f'Go compile error: "github.com/{owner}/{name}" imported and not used'
+        sibling["signature"] = {"error": f'./cmd/main.go:7:2: "github.com/{owner}/{name}" imported and not used',
+                                "environment": ["go"]}
+        siblings.append((sibling["id"], sibling))
+    assert index_row(siblings[0][1]).specific and not index_row(generic).specific
+    report = await corpus.import_documents(siblings)
+    assert len(report.created) == len(siblings), report
+    found = await corpus.search('viewer/viewer.go:8:2: imported and not used: "github.com/mattn/go-runewidth" as runewidth')
+    assert ids(found)[0] == "go/imported-and-not-used", ids(found)
+    own = await corpus.search('./cmd/main.go:7:2: "github.com/spf13/cobra" imported and not used')
+    assert ids(own)[0] == "go/imported-not-used-github.com-spf13-cobra", ids(own)
