@@ -105,7 +105,7 @@ _WARNING_INSIDE = re.compile(r"\b(?:[A-Z]\w*Warning|[Ww]arning|WARN(?:ING)?)\b:"
 _WRAPPER = re.compile(
     r"did not complete successfully|Process completed with exit code|[Ee]xited with (?:exit )?(?:code|status)"
     r"|returned a non-zero code|non-zero exit (?:status|code)|exit status \d+\s*$|[Ee]xit code:? \d+\s*$"
-    r"|failed with exit code \d+|^make(?:\[\d+\])?: \*\*\* .*Error \d+"
+    r"|failed with exit code \d+|^make(?:\[\d+\])?: \*\*\* .*Error \d+|: recipe for target .+ failed\s*$"
     r"|^(?:A complete log|Log files|code ELIFECYCLE|errno \d|Exit status|Failed at the|This is probably not a problem"
     r"|command failed|If you need help, you may report)"
     r"|^error Command failed with exit code|subprocess-exited-with-error|metadata-generation-failed"

@@ -70,6 +70,17 @@ Error: Process completed with exit code 1."""
     assert all(line.rank == WRAPPER for line in read.decisive[1:])
 
 
+def test_make_s_recipe_lines_are_wrappers_around_the_compiler_s_error():
+    # https://github.com/solo-io/unik/issues/114: old GNU make names the failed recipe beside `Error 2`
+    log = """pkg/daemon/daemon.go:16: imported and not used: "runtime"
+make: *** [localbuild] Error 2
+Makefile:254: recipe for target 'localbuild' failed
+make: *** [Makefile:247: binary] Error 2"""
+    read = scan(log)
+    assert read.lines[0] == 'pkg/daemon/daemon.go:16: imported and not used: "runtime"'
+    assert [line.rank == WRAPPER for line in read.decisive] == [False, True, True, True]
+
+
 def test_chained_exceptions_put_the_root_first():
     java = """Exception in thread "main" java.lang.RuntimeException: boot failed
 \tat com.acme.Main.main(Main.java:10)
