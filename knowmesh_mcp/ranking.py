@@ -116,9 +116,6 @@ def score(features: dict[str, float], is_output: bool) -> float:
     return models()["output" if is_output else "prose"].probability(features)
 
 
-GROUPS = ("first", "decisive", "context", "words")  # the term groups whose BM25 share each field is measured by
-
-
 class _Query:
     """What every candidate of one query is measured against, computed once per query."""
 
@@ -134,16 +131,17 @@ class _Query:
         self.words = frozenset(terms.words)
         self.everything = self.asked | self.words
         self.universe = self.everything | self.first
-        groups = (self.first, decisive, context, self.words)
-        # Each term's groups (indexes into GROUPS), so one pass over a field's terms sums every group.
+        groups = (self.first, decisive, context, self.words)  # the order of `field`'s shares
+        # Each term's groups (indexes into `groups`), so one pass over a field's terms sums every group.
         self.groups_of = {t: tuple(i for i, group in enumerate(groups) if t in group) for t in self.universe}
         self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]
         self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
 
     def field(self, counts: Counter[str]) -> tuple[set[str], list[float]]:
-        """The query terms a field holds, and the BM25 of each group of GROUPS there as a share of
-        what holding each of its terms once scores (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
+        """The query terms a field holds, and the BM25 there of the first line's, the decisive lines',
+        the other lines' and the prose words' terms, each as a share of what holding each of its terms
+        once scores (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
         # `keys() & set` walks the smaller side; `frozenset.intersection(dict)` walks every key of an article
         held = counts.keys() & self.universe
         idf, groups_of = self.idf, self.groups_of
