@@ -108,7 +108,7 @@ def _with_cors(send: Send, origin: str) -> Send:
 
 
 async def _error(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()  # compact, as every body
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (b"x-knowmesh-content-trust", b"untrusted-data")]})

@@ -154,6 +154,7 @@ async def test_a_loopback_server_refuses_writes_from_other_sites(service: Servic
                                                                "access-control-request-method": "POST"})
         read = await client.get(f"/v1/nodes/{document['id']}", headers={"origin": "https://evil.example"})
     assert (evil.status_code, evil.json()["error"]["code"]) == (403, "forbidden_origin")
+    assert b'{"error":{"code":"forbidden_origin",' in evil.content  # compact, as every other body
     assert (rebound.status_code, rebound.json()["error"]["code"]) == (403, "forbidden_host")
     assert local.status_code == 201
     assert preflight.status_code == 403 and "access-control-allow-origin" not in preflight.headers
