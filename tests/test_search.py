@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.identity import Actor
-from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row
+from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row, value_shapes
 from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import store_dir
 
@@ -488,3 +488,20 @@ async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Service):
     assert ids(found)[0] == "go/imported-and-not-used", ids(found)
     own = await corpus.search('./cmd/main.go:7:2: "github.com/spf13/cobra" imported and not used')
     assert ids(own)[0] == "go/imported-not-used-github.com-spf13-cobra", ids(own)
+
+
+@pytest.mark.parametrize(("value", "shape"), [
+    ("github.com/spf13/cobra", "name"), ("k8s.io/client-go/kubernetes", "name"), ("golang.org/x/net", "name"),
+    ("@angular/core", "name"), ("left-pad", "name"),
+    ("@/components/Button", "path"), ("src/index.ts", "path"), ("./dist/main", "path"), ("C:\\app\\main.py", "path"),
+    ("https://gitlab.com/acme/backend.git", "path"),
+])
+def test_a_package_named_by_a_path_is_a_name(value, shape):
+    """What `value_shape_conflict` compares: a Go module or a scoped npm package is a package, a file is a path."""
+    assert value_shapes([value]) == shape
+
+
+def test_a_node_about_a_scoped_npm_package_is_specific(make_doc):
+    document = make_doc(id="node/cannot-find-module-angular-core", ecosystem="node",
+                        title="Cannot find module '@angular/core'", error="Error: Cannot find module '@angular/core'")
+    assert index_row(document).specific
