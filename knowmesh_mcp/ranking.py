@@ -128,10 +128,10 @@ class _Query:
         decisive = frozenset(terms.decisive)
         context = frozenset(terms.context) - decisive
         self.asked = decisive | context
-        self.words = frozenset(terms.words)
-        self.everything = self.asked | self.words
+        words = frozenset(terms.words)
+        self.everything = self.asked | words
         self.universe = self.everything | self.first
-        groups = (self.first, decisive, context, self.words)  # the order of `field`'s shares
+        groups = (self.first, decisive, context, words)  # the order of `field`'s shares
         # Each term's groups (indexes into `groups`), so one pass over a field's terms sums every group.
         self.groups_of = {t: tuple(i for i, group in enumerate(groups) if t in group) for t in self.universe}
         self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]

@@ -131,7 +131,8 @@ def index_row(document: dict[str, Any]) -> SearchRow:
 
 # A package named by a path: a Go module (`github.com/spf13/cobra`: its first segment is a domain)
 # or a scoped npm package (`@angular/core`). `@/components/x` (a path alias) and `src/index.ts` are paths.
-_MODULE_PATH = re.compile(r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+(?:/[\w.~-]+)+", re.ASCII | re.IGNORECASE)
+_MODULE_PATH = re.compile(r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+/(?P<after_domain>[\w.~-]+(?:/[\w.~-]+)*)",
+                          re.ASCII | re.IGNORECASE)
 
 
 def _is_path(value: str) -> bool:
@@ -146,7 +147,7 @@ def value_shapes(values: list[str] | tuple[str, ...]) -> str:
 def _naming_values(values: list[str]) -> list[str]:
     """The term keys of values that can name what a node is about (paths, URLs and phrases cannot;
     of a Go module path, the part after its domain: `github.com` names nothing)."""
-    named = [value.split("/", 1)[1] if "/" in value and not value.startswith("@") else value
+    named = [module["after_domain"] or value if (module := _MODULE_PATH.fullmatch(value)) else value
              for value in values if " " not in value and not _is_path(value)]
     return [key for value in named for key in index_terms(value).split()]
 
