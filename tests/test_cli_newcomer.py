@@ -101,11 +101,18 @@ def test_every_option_of_every_command_shows_its_default():
 
 # -- the stdio server at a terminal, and Ctrl-C ----------------------------------------------
 
+def interruptible() -> None:
+    """Runs in the child: Ctrl-C as at a shell prompt. A suite started in the background (`cmd &`,
+    nohup) hands its children SIGINT ignored, and a server rightly keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_on_a_terminal_it_says_what_it_is_and_ctrl_c_ends_it(tmp_path):
     """stdin and the controlling terminal are a pty: the hint line, then Ctrl-C typed at it."""
     master, slave = pty.openpty()
 
     def on_the_terminal() -> None:  # runs in the child: the pty becomes its controlling terminal
+        interruptible()
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -134,7 +141,8 @@ def test_on_a_terminal_it_says_what_it_is_and_ctrl_c_ends_it(tmp_path):
 @pytest.mark.parametrize("after", ["idle", "mid-line"])
 def test_sigint_ends_a_stdio_server_whose_client_keeps_stdin_open(tmp_path, after):
     server = subprocess.Popen(cli("serve", "--stdio", "--empty", "--db", str(tmp_path / "s.db")), env=clean_env(),
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              preexec_fn=interruptible)
     try:
         server.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
         server.stdin.flush()
