@@ -51,7 +51,7 @@ from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 13
+SEARCH_INDEX_VERSION = 14
 MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -135,6 +135,13 @@ _MODULE_PATH = re.compile(r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+/(?P<aft
                           re.ASCII | re.IGNORECASE)
 
 
+# A repository's address, as git prints remotes: a URL (`https://gitlab.com/acme/backend.git`,
+# `ssh://git@host/a/b`) or scp-like (`git@github.com:acme/api.git`). The repository names it; the
+# host and owner are shared by many.
+_REPOSITORY = re.compile(r"(?:[a-z][a-z0-9+.-]*://(?:[^@/\s]+@)?[^/\s]+/|(?:[\w.-]+@)?[a-z0-9-]+(?:\.[a-z0-9-]+)+:)"
+                         r"(?:\S*/)?(?P<repository>[^/\s:]+?)(?:\.git)?/?", re.ASCII | re.IGNORECASE)
+
+
 def _is_path(value: str) -> bool:
     return ("/" in value or "\\" in value or value.startswith(".")) and not _MODULE_PATH.fullmatch(value)
 
@@ -144,12 +151,22 @@ def value_shapes(values: list[str] | tuple[str, ...]) -> str:
     return " ".join("path" if _is_path(v) else "name" for v in values)
 
 
+def _naming_part(value: str) -> str | None:
+    """The part of a value that names what a node is about, if any: of a Go module path the part
+    after its domain (`github.com` names nothing), of a repository's address the repository; a
+    file path, a port and a phrase name nothing."""
+    if " " in value:
+        return None
+    if (repository := _REPOSITORY.fullmatch(value)) and not repository["repository"].isdigit():
+        return repository["repository"]
+    if module := _MODULE_PATH.fullmatch(value):
+        return module["after_domain"] or value
+    return None if _is_path(value) else value
+
+
 def _naming_values(values: list[str]) -> list[str]:
-    """The term keys of values that can name what a node is about (paths, URLs and phrases cannot;
-    of a Go module path, the part after its domain: `github.com` names nothing)."""
-    named = [module["after_domain"] or value if (module := _MODULE_PATH.fullmatch(value)) else value
-             for value in values if " " not in value and not _is_path(value)]
-    return [key for value in named for key in index_terms(value).split()]
+    """The term keys of the values that can name what a node is about (see `_naming_part`)."""
+    return [key for value in values if (named := _naming_part(value)) for key in index_terms(named).split()]
 
 
 def _value_terms(values: list[str]) -> list[str]:

@@ -490,6 +490,32 @@ async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Service):
     assert ids(own)[0] == "go/imported-not-used-github.com-spf13-cobra", ids(own)
 
 
+@pytest.mark.parametrize("remote", ["https://gitlab.com/acme/{}.git", "git@gitlab.com:acme/{}.git"])
+async def test_a_node_about_one_repository_is_not_generic(corpus: Service, remote: str):
+    """A repository's address (a URL or git's scp-like form) is named by its repository, not its host or
+    owner: nodes each about one repository are specific, and a push to another repository scores
+    them as nodes about a value the query does not name."""
+    generic = json.loads((store_dir() / "starter" / "git__push-rejected-fetch-first.json").read_text())
+    siblings = []
+    for name in ("frame-builder", "user-service", "account-loader", "ledger-utils", "billing-api", "web-shell"):
+        sibling = json.loads(json.dumps(generic))
+        sibling["id"] = f"git/push-rejected-gitlab.com-acme-{name}"
+        sibling["title"] = f"git push to gitlab.com/acme/{name} rejected"
+        sibling["signature"] = {"error": f"error: failed to push some refs to '{remote.format(name)}'", "environment": ["git"]}
+        siblings.append(sibling)
+    assert index_row(siblings[0]).specific and not index_row(generic).specific
+    assert set(index_row(siblings[0]).value_terms.split()) == {"frame", "builder"}  # not gitlab, com, acme
+    report = await corpus.import_documents([(s["id"], s) for s in siblings])
+    assert len(report.created) == len(siblings), report
+    query = f"error: failed to push some refs to '{remote.format('backend')}'"
+    found = await corpus.search(query, limit=10)
+    scores = {result["id"]: result["score"] for result in found["results"]}
+    assert "git/push-rejected-fetch-first" in scores, ids(found)
+    assert all(scores[s["id"]] < 0.5 for s in siblings if s["id"] in scores), scores  # hints, not answers
+    own = await corpus.search(f"error: failed to push some refs to '{remote.format('ledger-utils')}'")
+    assert ids(own)[0] == "git/push-rejected-gitlab.com-acme-ledger-utils", ids(own)
+
+
 @pytest.mark.parametrize(("value", "shape"), [
     ("github.com/spf13/cobra", "name"), ("k8s.io/client-go/kubernetes", "name"), ("golang.org/x/net", "name"),
     ("@angular/core", "name"), ("left-pad", "name"),
