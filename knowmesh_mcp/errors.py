@@ -60,3 +60,49 @@ class DatabaseUnusable(KnowmeshError):
     def __init__(self, path: str, message: str, *, status: int = 400, code: str = "database_unusable"):
         super().__init__(status, code, message, path=path)
         self.path = path
+
+
+# What a pydantic error type means, in the words our own messages use (after the field's name).
+_TYPE_WORDS = {
+    "missing": "is required",
+    "extra_forbidden": "is not a known field here",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "list_type": "must be an array",
+    "tuple_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
+
+
+def plain_words(item: dict[str, Any]) -> str:
+    """One pydantic error (an item of `ValidationError.errors()`) as plain words after its field:
+    "must have at most 20 items (it has 21)", not "List should have at most 20 items after
+    validation, not 21". An unknown type keeps pydantic's message, lowercased."""
+    kind, ctx = item["type"], item.get("ctx") or {}
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    if kind == "string_too_short":
+        return "must not be empty" if ctx.get("min_length") == 1 else f"must be at least {ctx.get('min_length')} characters"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length'):,} characters"
+    if kind in ("too_short", "too_long"):
+        bound = "at least" if kind == "too_short" else "at most"
+        limit = ctx.get("min_length" if kind == "too_short" else "max_length")
+        return f"must have {bound} {limit} item{'s' if limit != 1 else ''} (it has {ctx.get('actual_length')})"
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx.get('expected')}"
+    comparisons = {"greater_than_equal": ("ge", ">="), "less_than_equal": ("le", "<="),
+                   "greater_than": ("gt", ">"), "less_than": ("lt", "<")}
+    if kind in comparisons:
+        key, sign = comparisons[kind]
+        return f"must be {sign} {ctx.get(key)}"
+    message = str(item.get("msg", "is invalid")).removeprefix("Value error, ")
+    return f"is invalid: {message[:1].lower()}{message[1:]}"

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .errors import KnowmeshError
+from .errors import KnowmeshError, plain_words
 from .identity import Actor
 from .limits import json_problem
 from .reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
@@ -257,21 +257,9 @@ async def plain_params_errors(ctx: Any, call_next: Callable[[Any], Awaitable[Any
         items = error.errors(include_url=False)
         items = [item for item in items if item["loc"][-1:] != ("_meta",)] or items  # _meta: the era's, not the caller's
         fields = [".".join(str(part) for part in item["loc"]) or "params" for item in items[:3]]
-        words = [f"{shown(field)} {PARAMS_WORDS.get(item['type'], 'is invalid: ' + item['msg'].lower())}"
-                 for field, item in zip(fields, items, strict=False)]
+        words = [f"{shown(field)} {plain_words(item)}" for field, item in zip(fields, items, strict=False)]
         raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"invalid params for {shown(str(ctx.method))}: "
                        + "; ".join(words), data={"field": fields[0]}) from None
-
-
-PARAMS_WORDS = {
-    "missing": "is required",
-    "string_type": "must be a string",
-    "dict_type": "must be an object",
-    "model_type": "must be an object",
-    "list_type": "must be an array",
-    "int_type": "must be an integer",
-    "bool_type": "must be true or false",
-}
 
 
 class KnowmeshServer(MCPServer):

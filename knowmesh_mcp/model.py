@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from .errors import plain_words
 from .limits import MAX_ANSWERS, MAX_DOCUMENT_CHARS, MAX_ITEMS, json_problem
 from .normalize import canonical_ecosystem, normalize_signature
 
@@ -117,7 +118,7 @@ def _pydantic_problems(error: ValidationError) -> list[Problem]:
     for item in error.errors(include_url=False):
         # Union members add their type name to loc ("str", "list[...]"); drop those parts.
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and ("[" in p or p in {"str", "dict"})))
-        problems.append(Problem(field=json_pointer(loc) or "/", rule=item["type"], message=item["msg"]))
+        problems.append(Problem(field=json_pointer(loc) or "/", rule=item["type"], message=plain_words(item)))
     return problems
 
 

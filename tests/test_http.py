@@ -110,6 +110,18 @@ async def test_invalid_documents_are_400_invalid_node_and_write_nothing(http, se
     assert await snapshot(service) == []
 
 
+async def test_an_invalid_document_is_explained_in_plain_words(http, service, make_doc):
+    document = make_doc()
+    document["signature"]["aliases"] = ["x"] * 101
+    response = await http.post("/v1/nodes", json=document)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["problems"] == [{"field": "/signature/aliases", "rule": "too_long",
+                                  "message": "must have at most 100 items (it has 101)"}], error
+    assert error["message"].startswith("/signature/aliases: must have at most 100 items"), error
+    assert await snapshot(service) == []
+
+
 @pytest.mark.parametrize(
     ("path", "code"),
     [("/v1/nodes/Python/x", "invalid_id"), ("/v1/nodes/python//x", "invalid_id"), ("/v1/nodes/python/../x", "invalid_id"),

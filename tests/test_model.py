@@ -128,3 +128,37 @@ def test_version_matches_canonical_json_definition(make_doc):
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert stored_text == canonical  # the stored bytes are the hashed bytes
     assert document_version(document) == "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _with(document, path, value):
+    target = document
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return document
+
+
+@pytest.mark.parametrize(("path", "value", "field", "message"), [
+    (("title",), "", "/title", "must not be empty"),
+    (("title",), {"a": 1}, "/title", "must be a string"),
+    (("content", "solutions", 0, "fix"), "rm -rf", "/content/solutions/0/fix", "must be an array"),
+    (("content", "solutions", 0, "fix"), [], "/content/solutions/0/fix", "must have at least 1 item (it has 0)"),
+    (("signature", "aliases"), ["x"] * 101, "/signature/aliases", "must have at most 100 items (it has 101)"),
+    (("surprise",), 1, "/surprise", "is not a known field here"),
+])
+def test_problems_read_as_plain_words(make_doc, path, value, field, message):
+    """A problem's message is our wording, after the field it names, not pydantic's ("List should have
+    at most 100 items after validation, not 101")."""
+    with pytest.raises(InvalidNode) as caught:
+        validate_node(_with(make_doc(), path, value))
+    messages = {p.field: p.message for p in caught.value.problems}
+    assert messages.get(field) == message, messages
+    assert f"{field}: {message}" in str(caught.value)
+
+
+def test_a_missing_field_is_required(make_doc):
+    document = make_doc()
+    del document["content"]["symptom"]
+    with pytest.raises(InvalidNode) as caught:
+        validate_node(document)
+    assert [(p.field, p.rule, p.message) for p in caught.value.problems] == [("/content/symptom", "missing", "is required")]
