@@ -355,6 +355,31 @@ async def run_mcp(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str
 # --- main --------------------------------------------------------------------------------
 
 
+def corpus_and_queries(nodes: int, seed: int, count: int, warmup: int, *,
+                       rebuild: bool = False) -> tuple[Path, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cached database (built first if missing, in a child process) and the timed and warm-up
+    queries made from its node sample, annotated. `bench/search_ab.py` reads the same."""
+    db, sample_file = cache_paths(nodes, seed)
+    build = rebuild or not db.exists()
+    if build or not sample_file.exists():
+        # A child process, so that the figures below are of a process that only searched.
+        command = [sys.executable, __file__, "--prepare", "--nodes", str(nodes), "--seed", str(seed)]
+        subprocess.run(command + (["--build"] if build else []), check=True)
+    baseline.ensure(db)  # the plain BM25 table beside the product's, built once per database
+    info = json.loads(sample_file.read_text())
+    if not build:
+        built = info.get("build", {})
+        print(f"cached database {db.relative_to(ROOT)} ({db.stat().st_size / 2**20:,.0f} MB; built in "
+              f"{built.get('seconds', '?')} s, {built.get('created', '?')} nodes); --rebuild to rebuild")
+    metas = [Meta(**m) for m in info["metas"]]
+    metas_by_id = {m.id: m for m in metas}
+    queries = make_queries(metas, seed=seed, count=count)
+    warmups = make_queries(metas, seed=seed, count=warmup, tag="warmup")
+    annotate(queries, metas_by_id)
+    annotate(warmups, metas_by_id)
+    return db, queries, warmups
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
@@ -374,24 +399,7 @@ def main() -> int:
         return 0
 
     wall = time.perf_counter()
-    db, sample_file = cache_paths(args.nodes, args.seed)
-    build = args.rebuild or not db.exists()
-    if build or not sample_file.exists():
-        # A child process, so that the figures below are of a process that only searched.
-        command = [sys.executable, __file__, "--prepare", "--nodes", str(args.nodes), "--seed", str(args.seed)]
-        subprocess.run(command + (["--build"] if build else []), check=True)
-    baseline.ensure(db)  # the plain BM25 table beside the product's, built once per database
-    info = json.loads(sample_file.read_text())
-    if not build:
-        built = info.get("build", {})
-        print(f"cached database {db.relative_to(ROOT)} ({db.stat().st_size / 2**20:,.0f} MB; built in "
-              f"{built.get('seconds', '?')} s, {built.get('created', '?')} nodes); --rebuild to rebuild")
-    metas = [Meta(**m) for m in info["metas"]]
-    metas_by_id = {m.id: m for m in metas}
-    queries = make_queries(metas, seed=args.seed, count=args.queries)
-    warmup = make_queries(metas, seed=args.seed, count=args.warmup, tag="warmup")
-    annotate(queries, metas_by_id)
-    annotate(warmup, metas_by_id)
+    db, queries, warmup = corpus_and_queries(args.nodes, args.seed, args.queries, args.warmup, rebuild=args.rebuild)
     mix = Counter(q["kind"] for q in queries)
     print(f"queries: {len(queries)} ({', '.join(f'{k} {v}' for k, v in mix.items())}); "
           f"{sum(1 for q in queries if q['env'])} with env, {sum(1 for q in queries if q['ecosystem'])} with ecosystem; limit {LIMIT}")
