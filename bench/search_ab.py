@@ -1,9 +1,12 @@
 """Search settings side by side: latency and hit rates of several settings, in one process, query by query.
 
-    python bench/search_ab.py [--nodes 100000] [--queries 1000] [--warmup 50] [--seed 7] SETTINGS [SETTINGS ...]
+    python bench/search_ab.py [--nodes 100000] [--queries 1000] [--warmup 50] [--seed 7] [--db URL]
+                              SETTINGS [SETTINGS ...]
 
 Each SETTINGS is `current` or comma-separated overrides of `knowmesh_mcp.search` constants, e.g.
-`SIGNATURE_LIMIT=8,EVERY_LIMIT=6`. Every query of `bench/search_bench.py`'s mix (same cached
+`SIGNATURE_LIMIT=8,EVERY_LIMIT=6`, or of PostgreSQL's channel SQL as `pg_search.WALK_ROWS=10000`.
+`--db postgresql://...` searches a database that holds the same synthetic corpus instead (the one
+`KNOWMESH_TEST_POSTGRES=<server> python bench/pg_scale.py --nodes 100000` leaves there). Every query of `bench/search_bench.py`'s mix (same cached
 100,000-node database, same queries) is searched once under each setting, the settings taking turns
 in a rotating order, so drift of a shared machine (it was 60 % from one minute to the next here)
 falls alike on every setting. Prints, per setting: p50/p95/mean in-process latency, the median of
@@ -33,18 +36,30 @@ from search_bench import LIMIT, corpus_and_queries, percentile, result_ids  # no
 
 from knowmesh_mcp import search as search_module  # noqa: E402
 from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.store import pg_search  # noqa: E402
+
+MODULES = {"": search_module, "pg_search.": pg_search}
+
+
+def constant(name: str) -> tuple[Any, str]:
+    """The module and attribute a setting's name stands for (`NAME` or `pg_search.NAME`)."""
+    prefix, _, attribute = name.rpartition(".")
+    module = MODULES.get(prefix + "." if prefix else "")
+    current = getattr(module, attribute, None) if module is not None else None
+    if not attribute.isupper() or isinstance(current, bool) or not isinstance(current, (int, float)):
+        raise ValueError(f"{name!r} is not a numeric constant of knowmesh_mcp.search or pg_search")
+    return module, attribute
 
 
 def parse_settings(text: str) -> dict[str, float]:
-    """`current` or NAME=VALUE,...: overrides of numeric `knowmesh_mcp.search` constants."""
+    """`current` or NAME=VALUE,...: overrides of numeric constants (see `constant`)."""
     if text == "current":
         return {}
     settings: dict[str, float] = {}
     for item in text.split(","):
         name, _, value = item.partition("=")
-        current = getattr(search_module, name, None)
-        if not name.isupper() or isinstance(current, bool) or not isinstance(current, (int, float)):
-            raise ValueError(f"{name!r} is not a numeric constant of knowmesh_mcp.search")
+        module, attribute = constant(name)
+        current = getattr(module, attribute)
         try:
             settings[name] = type(current)(value)
         except ValueError:
@@ -52,14 +67,19 @@ def parse_settings(text: str) -> dict[str, float]:
     return settings
 
 
+def apply(overrides: dict[str, float]) -> None:
+    for name, value in overrides.items():
+        setattr(*constant(name), value)
+
+
 def describe(settings: dict[str, float]) -> str:
     return ",".join(f"{name}={value:g}" for name, value in settings.items()) or "current"
 
 
-async def run(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str, Any]],
+async def run(db: Path | str, queries: list[dict[str, Any]], warmup: list[dict[str, Any]],
               settings: list[dict[str, float]]) -> list[dict[str, Any]]:
     """Per setting: its query times (ms, in query order), result ids and candidate counts."""
-    defaults = {name: getattr(search_module, name) for setting in settings for name in setting}
+    defaults = {name: getattr(*constant(name)) for setting in settings for name in setting}
     counted = [0]
     rank = search_module.rank
 
@@ -76,8 +96,7 @@ async def run(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str, An
             order = list(range(len(settings)))
             shift = number % len(order)
             for index in order[shift:] + order[:shift]:
-                for name, value in defaults.items():
-                    setattr(search_module, name, settings[index].get(name, value))
+                apply({name: settings[index].get(name, value) for name, value in defaults.items()})
                 counted[0] = 0
                 started = time.perf_counter()
                 result = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
@@ -87,8 +106,7 @@ async def run(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str, An
                     runs[index]["ids"].append(result_ids(result))
                     runs[index]["candidates"] += counted[0]
     finally:
-        for name, value in defaults.items():
-            setattr(search_module, name, value)
+        apply(defaults)
         search_module.rank = rank
         await service.close()
     return runs
@@ -116,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--db", help="a PostgreSQL URL whose database holds the same synthetic corpus")
     args = parser.parse_args(argv)
     try:
         settings = [parse_settings(text) for text in args.settings]
@@ -124,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     db, queries, warmup = corpus_and_queries(args.nodes, args.seed, args.queries, args.warmup)
     print(f"{len(settings)} settings, taking turns on each of {len(queries)} queries ({len(warmup)} warm-up)")
-    report(queries, settings, asyncio.run(run(db, queries, warmup, settings)))
+    report(queries, settings, asyncio.run(run(args.db or db, queries, warmup, settings)))
     return 0
 
 
