@@ -5,13 +5,15 @@
 
 Each SETTINGS is `current` or comma-separated overrides of `knowmesh_mcp.search` constants, e.g.
 `SIGNATURE_LIMIT=8,EVERY_LIMIT=6`, or of PostgreSQL's channel SQL as `pg_search.WALK_ROWS=10000`.
-`--db postgresql://...` searches a database that holds the same synthetic corpus instead (the one
-`KNOWMESH_TEST_POSTGRES=<server> python bench/pg_scale.py --nodes 100000` leaves there). Every query of `bench/search_bench.py`'s mix (same cached
-100,000-node database, same queries) is searched once under each setting, the settings taking turns
-in a rotating order, so drift of a shared machine (it was 60 % from one minute to the next here)
-falls alike on every setting. Prints, per setting: p50/p95/mean in-process latency, the median of
-its per-query time over the first setting's, hit@1 and hit@5 (the node the error came from), and
-candidates ranked per search. Asserts nothing; exits 0 (2 on an unknown or non-numeric name).
+Every query of `bench/search_bench.py`'s mix (same cached 100,000-node database, same queries) is
+searched once under each setting, the settings taking turns in a rotating order, so drift of a
+shared machine (it was 60 % from one minute to the next here) falls alike on every setting.
+`--db postgresql://...` searches a PostgreSQL database of the same synthetic corpus instead (the
+one `KNOWMESH_TEST_POSTGRES=<server> python bench/pg_scale.py --nodes 100000` leaves; it holds the
+starter corpus too, so its hit rates are not SQLite's). Prints, per setting: p50/p95/mean
+in-process latency, the median of its per-query time over the first setting's, hit@1 and hit@5
+(the node the error came from), and candidates ranked per search. Asserts nothing; exits 0 (2 on
+an unknown or non-numeric name).
 
 Separate runs of `search_bench.py` are only comparable on a quiet machine; this is how a change
 of a channel limit or budget is measured (docs/decisions.md, "Smaller channels").
@@ -38,13 +40,13 @@ from knowmesh_mcp import search as search_module  # noqa: E402
 from knowmesh_mcp.service import Service  # noqa: E402
 from knowmesh_mcp.store import pg_search  # noqa: E402
 
-MODULES = {"": search_module, "pg_search.": pg_search}
+MODULES = {"": search_module, "pg_search": pg_search}
 
 
 def constant(name: str) -> tuple[Any, str]:
     """The module and attribute a setting's name stands for (`NAME` or `pg_search.NAME`)."""
     prefix, _, attribute = name.rpartition(".")
-    module = MODULES.get(prefix + "." if prefix else "")
+    module = MODULES.get(prefix)
     current = getattr(module, attribute, None) if module is not None else None
     if not attribute.isupper() or isinstance(current, bool) or not isinstance(current, (int, float)):
         raise ValueError(f"{name!r} is not a numeric constant of knowmesh_mcp.search or pg_search")
