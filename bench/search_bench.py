@@ -365,7 +365,6 @@ def corpus_and_queries(nodes: int, seed: int, count: int, warmup: int, *,
         # A child process, so that the figures below are of a process that only searched.
         command = [sys.executable, __file__, "--prepare", "--nodes", str(nodes), "--seed", str(seed)]
         subprocess.run(command + (["--build"] if build else []), check=True)
-    baseline.ensure(db)  # the plain BM25 table beside the product's, built once per database
     info = json.loads(sample_file.read_text())
     if not build:
         built = info.get("build", {})
@@ -400,6 +399,7 @@ def main() -> int:
 
     wall = time.perf_counter()
     db, queries, warmup = corpus_and_queries(args.nodes, args.seed, args.queries, args.warmup, rebuild=args.rebuild)
+    baseline.ensure(db)  # the plain BM25 table beside the product's, built once per database
     mix = Counter(q["kind"] for q in queries)
     print(f"queries: {len(queries)} ({', '.join(f'{k} {v}' for k, v in mix.items())}); "
           f"{sum(1 for q in queries if q['env'])} with env, {sum(1 for q in queries if q['ecosystem'])} with ecosystem; limit {LIMIT}")
