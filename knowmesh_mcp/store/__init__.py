@@ -2,8 +2,10 @@
 transaction). The service and everything above it see only these names and the plain rows they
 return.
 
-`sqlite` is the embedded backend (a personal mesh); `postgres` the team backend (issue 13: in
-progress), with its migrations in `store/postgres/`. `open_store` picks one by the target.
+`sqlite` is the embedded backend (a personal mesh); `postgres` the team backend (its SQL in
+`pg_nodes`, `pg_search`, `pg_evidence`, its write transaction in `postgres_writer`, its migrations in
+`store/postgres/`); `shared` holds what both compute alike in Python. `open_store` picks one by the
+target.
 """
 
 from pathlib import Path
