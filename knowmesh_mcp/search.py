@@ -289,7 +289,7 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         family = {"per_family": per_family, "pool": FAMILY_POOL * limit} if ranked and per_family else {}
         return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights, **family)
     return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1,
-                     density=frequencies[present[0]] / total)
+                     density=frequencies[present[0]] / total, matches=frequencies[present[0]])
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
@@ -306,7 +306,8 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     every = [t for t in (terms.words if not plan.is_output else terms.first) if t in frequencies and t not in STOPWORDS]
     every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
     queries = [
-        TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=frequencies[every[0]] / total if every else 0.0),
+        TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=frequencies[every[0]] / total if every else 0.0,
+                  matches=frequencies[every[0]] if every else 0),
         channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP),
         # titles and signatures are short: a term common in articles can be rare there
         channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total,

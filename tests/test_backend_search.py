@@ -349,6 +349,7 @@ async def test_dense_matches_walked_or_indexed_are_the_same_lowest_pks(both_stor
     from knowmesh_mcp.store import pg_search
 
     monkeypatch.setattr(pg_search, "WALK_SPAN", span)
+    monkeypatch.setattr(pg_search, "WALK_REACH", span)
     docs = documents(make_doc)
     await insert_nodes(both_stores, docs)
     compared = 0
@@ -365,6 +366,23 @@ async def test_dense_matches_walked_or_indexed_are_the_same_lowest_pks(both_stor
             assert await both_stores["sqlite"].channel_matches([], [], 0, queries) == on_postgres, queries
             compared += len(on_postgres)
     assert compared > 50
+
+
+def test_a_walk_reads_up_to_as_many_rows_as_the_index_would_visit():
+    """At 1,000,000 nodes a term in 16,000 of them is walked (the index would visit all 16,000 rows
+    to return the lowest 20), as far as ten times the rows expected to hold 20 matches; without
+    that many matches to visit, the same density goes to the index; a rare term always does."""
+    from knowmesh_mcp.store.pg_search import _lowest_pks
+
+    def plan(matches: int, density: float) -> str:
+        return _lowest_pks(TermQuery("every", "search", ["ts2307"], 20, density=density, matches=matches),
+                           "node_search", "t", "terms", "t.terms @@ x", ["ts2307"])[0]
+
+    assert "LIMIT 12500) AS t" in plan(16_000, 0.016)
+    assert "LIMIT 3000) AS t" in plan(1_000, 0.05)  # at most WALK_ROWS, or as many rows as matches
+    assert plan(1_000, 0.016).startswith("SELECT")  # 3 x 1,250 rows > 3,000 > 1,000: the index
+    assert plan(20, 0.00002).startswith("SELECT")
+    assert plan(0, 0.0).startswith("SELECT")
 
 
 async def test_whole_searches_find_and_rank_alike(both_stores, make_doc):

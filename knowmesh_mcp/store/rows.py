@@ -110,9 +110,11 @@ class TermQuery:
     # Each term's bm25 idf (FTS5's formula), for a backend whose ranking does not compute it
     # (PostgreSQL's ts_rank); SQLite's bm25() ignores it.
     weights: Sequence[float] = ()
-    # At most this share of the nodes match (the rarest term's): where matches are dense, a backend
-    # can find the lowest pks by walking the pks in order (FTS5's doclists are in that order already).
+    # At most this share of the nodes match (the rarest term's), and at most this many: where matches
+    # are dense, a backend can find the lowest pks by walking the pks in order (FTS5's doclists are in
+    # that order already) instead of visiting every match.
     density: float = 0.0
+    matches: int = 0
     # Ranked over titles and signatures or the full text: of the best `pool` matches, at most
     # `per_family` of one template family (nodes of the same template, each about its own value,
     # read alike and would fill the channel), then the best `limit` of those. 0: no cap.
