@@ -508,10 +508,11 @@ async def test_a_specific_node_found_by_a_term_channel_brings_the_generic_nodes_
 
 
 async def test_search_connections_plan_for_short_statements(both_stores):
-    """Every pooled PostgreSQL connection plans for an index in memory and starts no parallel workers
-    for a search (docs/decisions.md: both were measured; a setting of the session, so a team's
-    database needs no configuration of its own)."""
+    """Every pooled PostgreSQL connection plans for an index in memory, starts no parallel workers
+    and compiles nothing for a search (docs/decisions.md: each was measured; settings of the
+    session, so a team's database needs no configuration of its own)."""
     postgres = both_stores["postgres"]
     settings = await postgres._fetchall(
-        "SELECT current_setting('random_page_cost'), current_setting('max_parallel_workers_per_gather')")
-    assert settings == [("1.1", "0")]
+        "SELECT current_setting('random_page_cost'), current_setting('max_parallel_workers_per_gather'), "
+        "current_setting('jit')")
+    assert settings == [("1.1", "0", "off")]

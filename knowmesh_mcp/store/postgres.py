@@ -165,9 +165,11 @@ async def plan_for_searches(connection: Any) -> None:
     for a term in 7 % of 10,000 nodes: 10.8 ms instead of 2.6 ms a channel (bench/pg_scale.py). A
     search's statement runs in milliseconds: parallel workers cost more to start than they save and
     take the cores that other requests (and other servers of the mesh) need (at 1,000,000 nodes,
-    p95 64.8 -> 52.2 ms over five alternating runs)."""
+    p95 64.8 -> 52.2 ms over five alternating runs), and JIT compiling them costs more than it saves
+    (the planner's cost of a walk, an upper bound, crosses `jit_above_cost`: 54 of a phrase's 80 ms)."""
     await connection.execute("SET random_page_cost = 1.1")
     await connection.execute("SET max_parallel_workers_per_gather = 0")
+    await connection.execute("SET jit = off")
 
 
 @contextmanager
