@@ -89,7 +89,7 @@ async def build(url: str, nodes: int, seed: int, *, imported: bool = False) -> l
         began = time.perf_counter()
         if imported:
             generated = sum(1 for _ in stream())  # fills the sample and the fresh documents
-            created = {entry["meta"]["id"] for entry in sample if await service.store.get_node(entry["meta"]["id"])}
+            created = set(await service.store.get_nodes([entry["meta"]["id"] for entry in sample]))
             print(f"import: skipped (--reuse); {generated:,} synthetic nodes generated again in "
                   f"{time.perf_counter() - began:.1f} s, {len(created):,} of the {len(sample):,} sampled there",
                   flush=True)

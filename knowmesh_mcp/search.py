@@ -288,8 +288,9 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
         family = {"per_family": per_family, "pool": FAMILY_POOL * limit} if ranked and per_family else {}
         return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights, **family)
+    rarest = frequencies[present[0]]
     return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1,
-                     density=frequencies[present[0]] / total, matches=frequencies[present[0]])
+                     density=rarest / total, matches=rarest)
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
@@ -305,9 +306,9 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     # where an OR of common words would rank short articles first.
     every = [t for t in (terms.words if not plan.is_output else terms.first) if t in frequencies and t not in STOPWORDS]
     every = sorted(every, key=frequencies.__getitem__)[:EVERY_TERMS] if len(every) > 1 else []
+    rarest = frequencies[every[0]] if every else 0
     queries = [
-        TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=frequencies[every[0]] / total if every else 0.0,
-                  matches=frequencies[every[0]] if every else 0),
+        TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=rarest / total, matches=rarest),
         channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP),
         # titles and signatures are short: a term common in articles can be rare there
         channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total,

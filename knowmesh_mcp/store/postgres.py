@@ -167,9 +167,8 @@ async def plan_for_searches(connection: Any) -> None:
     take the cores that other requests (and other servers of the mesh) need (at 1,000,000 nodes,
     p95 64.8 -> 52.2 ms over five alternating runs), and JIT compiling them costs more than it saves
     (the planner's cost of a walk, an upper bound, crosses `jit_above_cost`: 54 of a phrase's 80 ms)."""
-    await connection.execute("SET random_page_cost = 1.1")
-    await connection.execute("SET max_parallel_workers_per_gather = 0")
-    await connection.execute("SET jit = off")
+    await connection.execute("SELECT set_config('random_page_cost', '1.1', false), "
+                             "set_config('max_parallel_workers_per_gather', '0', false), set_config('jit', 'off', false)")
 
 
 @contextmanager
