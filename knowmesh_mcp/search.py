@@ -298,9 +298,9 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     terms = plan.terms
     grams = _grams(plan.mains[0] if plan.is_output else " ".join(terms.words))
     heads = list(terms.decisive) if plan.is_output else list(terms.words)
-    frequencies, gram_frequencies, head_frequencies = await store.document_frequencies(
+    frequencies, gram_frequencies, head_frequencies, nodes = await store.document_frequencies(
         [*terms.decisive, *terms.context, *terms.words], grams, heads)
-    total = max(await store.indexed_node_count(), 1)
+    total = max(nodes, 1)
     whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
     # Nodes holding every content word of the query (of its first decisive line): few and precise,
     # where an OR of common words would rank short articles first.
@@ -341,8 +341,8 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     main = normalize_signature((decisive_lines(document["signature"]["error"]) or [document["signature"]["error"]])[0])
     words = query_terms(f"{document['title']}\n{document['signature']['error']}", drop_stopwords=True)
     words = [w for w in words if w not in STOPWORDS]
-    frequencies = (await store.document_frequencies(words)).terms
-    query = channel_query("terms", "search", words, frequencies, 30, MAX_OR_TERMS, total=await store.indexed_node_count())
+    counted = await store.document_frequencies(words)
+    query = channel_query("terms", "search", words, counted.terms, 30, MAX_OR_TERMS, total=counted.nodes)
     matches = await store.channel_matches([], [], 0, [query])
     versions = {pk: version for _, pk, _, version in matches}
     title_keys = index_terms(document["title"])

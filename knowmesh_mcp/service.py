@@ -424,18 +424,17 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                        floor: bool) -> list[tuple[Candidate, dict[str, Any]]]:
         """Result entries of `shown` rescored for the environment, in the spec's order; deprecated nodes
         and (with `floor`) hints below `min_score` left out."""
-        rows = {row.pk: row for row in await self.store.get_nodes_by_pk([c.pk for c in shown])}
-        evidence = await self.store.stats_of([row.id for row in rows.values()])
+        rows = {row.pk: (row, stats) for row, stats in await self.store.get_nodes_with_stats_by_pk([c.pk for c in shown])}
         now = datetime.now(UTC)
         ranked = []
         for candidate in shown:
-            row = rows.get(candidate.pk)
+            row, stats = rows.get(candidate.pk, (None, []))
             if row is None or row.status == "deprecated":
                 continue  # deprecated (and merged) nodes stay readable but are never found
             result = search_result(
                 row_document=row.document, version=row.version, status=row.status, revision=row.revision,
                 solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
-                document_size=row.document_size, evidence=Evidence(evidence.get(row.id, [])), now=now,
+                document_size=row.document_size, evidence=Evidence(stats), now=now,
             )
             if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor:
                 continue  # a hint weaker than any right answer the ranking was fitted on

@@ -217,6 +217,8 @@ async def test_stats_failures_and_write_limits(both_stores, clock):
                 await tx.count_write(subject, hour)
         out["stats"] = await store.stats_of(["python/a", "python/b", "python/none"])
         out["no_stats"] = await store.stats_of([])
+        out["nodes_with_stats"] = [(row.id, rows) for row, rows in await store.get_nodes_with_stats_by_pk([2, 99, 1])]
+        out["no_nodes_with_stats"] = await store.get_nodes_with_stats_by_pk([])
         out["failures"] = await store.failures_of("python/a")
         out["writes"] = [await store.writes_in("agent:alice", "2026-01-01T10"), await store.writes_in("ip:x", "2026-01-01T10"),
                          await store.writes_in("agent:bob", "2026-01-01T10")]
@@ -229,6 +231,9 @@ async def test_stats_failures_and_write_limits(both_stores, clock):
     out = await on_both(both_stores, clock, steps)
     assert out["stats"]["python/b"] == [stats("", 0, "", sample=3, last_verified=T0)]
     assert len(out["stats"]["python/a"]) == 4 and "python/none" not in out["stats"]
+    # What a search result is built from: the same rows as stats_of, in the asked order, in one read.
+    assert out["nodes_with_stats"] == [("python/b", out["stats"]["python/b"]), ("python/a", out["stats"]["python/a"])]
+    assert out["no_nodes_with_stats"] == []
     assert [f["archived"] for f in out["failures"]] == [True, True, False]
     assert out["still_open"] == [(out["ids"][2], {"os": "linux"})]
     assert out["writes"] == [2, 1, 0] and out["next_hour"] == [0, 1]

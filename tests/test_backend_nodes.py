@@ -146,6 +146,7 @@ async def all_reads(stores: dict[str, Any], node_id: str) -> None:
     assert node is not None
     await same(stores, lambda s: s.get_node_for_read(node_id))
     await same(stores, lambda s: s.get_nodes_by_pk([node.pk, 999, node.pk]))
+    assert await same(stores, lambda s: s.get_nodes_with_stats_by_pk([node.pk, 999])) == [(node, [])]
     assert list(await same(stores, lambda s: s.get_nodes([node_id, "python/absent", node_id]))) == [node_id]
     await same(stores, lambda s: s.get_version(node_id, node.version))
     await same(stores, lambda s: s.revision_of_version(node_id, node.version))
@@ -169,6 +170,7 @@ async def test_insert_then_every_read(stores, make_doc, clock):
     assert await same(stores, lambda s: s.get_node("python/absent")) is None
     assert await same(stores, lambda s: s.get_node_for_read("python/absent")) is None
     assert await same(stores, lambda s: s.get_nodes_by_pk([])) == []
+    assert await same(stores, lambda s: s.get_nodes_with_stats_by_pk([])) == []
     assert await same(stores, lambda s: s.get_nodes([])) == {}
     assert await same(stores, lambda s: s.get_version(nodes[0].id, "sha256:none")) is None
     assert await same(stores, lambda s: s.document_at(nodes[0].id, 2)) is None

@@ -355,7 +355,8 @@ class Store(Protocol):
 
     async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
-        of `heads` in title or signature; absent ones are left out."""
+        of `heads` in title or signature (absent ones are left out), and `indexed_node_count`, in one
+        round trip."""
         ...
 
     async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
@@ -389,6 +390,11 @@ class Store(Protocol):
         ...
 
     async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
+        ...
+
+    async def get_nodes_with_stats_by_pk(self, pks: Sequence[int]) -> list[tuple[NodeRow, list[StatsRow]]]:
+        """The nodes of `pks` (in that order, absent ones left out), each with its node_stats rows: what
+        search result entries are built from."""
         ...
 
     async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:

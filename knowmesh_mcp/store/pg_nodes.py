@@ -72,6 +72,7 @@ def _stats_json(rows: Sequence[Sequence[Any]]) -> str:
 
 class NodeReads:
     _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresStore's
+    stats_of: Callable[[Sequence[str]], Awaitable[dict[str, list[StatsRow]]]]  # EvidenceReads'
 
     async def get_node(self, node_id: str) -> NodeRow | None:
         rows = await self._fetchall(
@@ -114,6 +115,15 @@ class NodeReads:
         )
         by_pk = {row.pk: row for row in map(_node_row, rows)}
         return [by_pk[pk] for pk in pks if pk in by_pk]
+
+    async def get_nodes_with_stats_by_pk(self, pks: Sequence[int]) -> list[tuple[NodeRow, list[StatsRow]]]:
+        """The nodes of `pks` (in that order, absent ones left out), each with its node_stats rows.
+
+        Two statements: one with each node's stats as `STATS_JSON` took 2.56 ms a search against 1.69
+        for both (100,000 nodes, 300 bench searches), where SQLite saves a hop by it."""
+        rows = await self.get_nodes_by_pk(pks)
+        stats = await self.stats_of([row.id for row in rows])
+        return [(row, stats.get(row.id, [])) for row in rows]
 
     async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
         """(document, solution revisions, created_at) of one pinned version of a node."""

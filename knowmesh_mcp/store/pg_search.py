@@ -218,24 +218,24 @@ class SearchReads:
 
     async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each
-        term of `heads` in title or signature; absent ones are left out.
+        term of `heads` in title or signature (absent ones are left out), and `indexed_node_count`.
 
-        Read from `term_counts` on every call (primary-key probes; nothing cached in the process,
-        so every server of a mesh sees every write at once).
+        Read from `term_counts` on every call, in one statement with the node count (primary-key
+        probes; nothing cached in the process, so every server of a mesh sees every write at once).
         """
         asked = {kind: list(dict.fromkeys(chosen)) for kind, chosen in (("term", terms), ("gram", grams), ("head", heads))}
-        if not any(asked.values()):
-            return Frequencies({}, {}, {})
         rows = await self._fetchall(
             """SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
                UNION ALL
                SELECT kind, term, doc FROM term_counts WHERE kind = 'gram' AND term = ANY (%s::text[])
                UNION ALL
-               SELECT kind, term, doc FROM term_counts WHERE kind = 'head' AND term = ANY (%s::text[])""",
+               SELECT kind, term, doc FROM term_counts WHERE kind = 'head' AND term = ANY (%s::text[])
+               UNION ALL
+               SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes""",
             list(asked.values()))
         counted = {(kind, term): int(doc) for kind, term, doc in rows}
         return Frequencies(*({term: n for term in chosen if (n := counted.get((kind, term), 0))}
-                             for kind, chosen in asked.items()))
+                             for kind, chosen in asked.items()), nodes=counted[("nodes", "")])
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, as

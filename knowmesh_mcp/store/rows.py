@@ -86,11 +86,13 @@ class CandidateText:
 
 
 class Frequencies(NamedTuple):
-    """How many nodes hold each asked term: in any field, as a template trigram, in title or signature."""
+    """How many nodes hold each asked term: in any field, as a template trigram, in title or signature;
+    and how many nodes they are counted among (BM25's N, read with them)."""
 
     terms: dict[str, int]
     grams: dict[str, int]
     heads: dict[str, int]
+    nodes: int
 
 
 @dataclass(frozen=True)

@@ -843,6 +843,20 @@ class Store:
         by_pk = {row.pk: row for row in map(_node_row, rows)}
         return [by_pk[pk] for pk in pks if pk in by_pk]
 
+    async def get_nodes_with_stats_by_pk(self, pks: Sequence[int]) -> list[tuple[NodeRow, list[StatsRow]]]:
+        """The nodes of `pks` (in that order, absent ones left out), each with its node_stats rows, in one round trip."""
+        if not pks:
+            return []
+        rows = await self._fetchall(
+            f"""SELECT {NODE_COLUMNS},
+                  (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats WHERE node_id = n.id)
+                FROM nodes n JOIN node_versions v ON v.version = n.current_version
+                WHERE n.pk IN ({",".join("?" * len(pks))})""",
+            list(pks),
+        )
+        by_pk = {row[0]: (_node_row(row), [StatsRow(*values) for values in json.loads(row[12])]) for row in rows}
+        return [by_pk[pk] for pk in pks if pk in by_pk]
+
     async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
         """(document, solution revisions, created_at) of one pinned version of a node."""
         rows = await self._fetchall(
@@ -1163,7 +1177,7 @@ class Store:
 
     async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
-        of `heads` in title or signature; absent ones are left out.
+        of `heads` in title or signature (absent ones are left out), and `indexed_node_count`.
 
         Read from `term_counts` (primary-key probes) and kept until the next write, which saves the
         round trip for the terms most queries share. The cache is swapped, never cleared in place,
@@ -1190,7 +1204,8 @@ class Store:
             if self.write_generation == generation:  # else a newer generation owns the cache now
                 known.update(fresh)
         counts = {key: fresh[key] if key in fresh else known[key] for key in wanted}
-        return Frequencies(*({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked))
+        return Frequencies(*({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked),
+                           nodes=await self.indexed_node_count())
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")
