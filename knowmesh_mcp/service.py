@@ -168,7 +168,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             rows.append((node_id, index_row(document)))
             if progress is not None and (done % 500 == 0 or done == len(documents)):
                 progress(done, len(documents))
-        async with self.store.write() as tx:
+        async with self.store.bulk_import(), self.store.write() as tx:  # a whole index rewritten: as an import
             await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
             await tx.write_search_rows(rows)
             await tx.set_meta("normalizer_version", str(NORMALIZER_VERSION))

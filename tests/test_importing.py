@@ -3,6 +3,7 @@ exactly what preparing them in-process gives."""
 
 from __future__ import annotations
 
+import sqlite3
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp import importing
+from knowmesh_mcp import service as service_module
 from knowmesh_mcp.importing import InvalidSource
 from knowmesh_mcp.service import Service
 
@@ -72,3 +74,56 @@ async def test_a_pooled_dry_run_writes_nothing(tmp_path, make_doc, monkeypatch):
     report, exported = await import_into(tmp_path / "dry.db", documents(make_doc), dry_run=True)
     assert len(report["created"]) == 31
     assert exported == []
+
+
+def fts5_segments(path, table: str) -> int:
+    """How many segments an FTS5 table's index holds: its structure record (row 10 of `%_data`) is a
+    4-byte cookie, then the number of levels and the number of segments as varints (fts5_index.c)."""
+    connection = sqlite3.connect(path)
+    try:
+        (record,), = connection.execute(f"SELECT block FROM {table}_data WHERE id = 10")
+    finally:
+        connection.close()
+    position, values = 4, []
+    while len(values) < 2:
+        value = 0
+        while True:
+            byte = record[position]
+            position += 1
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values[1]
+
+
+SEARCH_TABLES = ("node_search", "node_heads", "node_grams")
+
+
+async def test_a_big_import_merges_each_search_table_into_one_segment(tmp_path, make_doc, monkeypatch):
+    """Each import transaction leaves FTS5 a new segment, which every search then reads; an import that
+    wrote a quarter of the mesh or more (and a rebuild of the index) merges them, a small one does not."""
+    monkeypatch.setattr(service_module, "IMPORT_BATCH", 5)  # 12 transactions, as a big import makes
+    path = tmp_path / "mesh.db"
+    items = [(f"n{i}.json", make_doc(id=f"python/segment-{i}", error=f"ImportError: cannot import name 'n{i}' from 'pkg{i}'"))
+             for i in range(60)]
+    report, _ = await import_into(path, items)
+    assert len(report["created"]) == 60
+    assert [fts5_segments(path, table) for table in SEARCH_TABLES] == [1, 1, 1]
+
+    report, _ = await import_into(path, [(f"m{i}.json", make_doc(id=f"python/later-{i}", error=f"KeyError: 'later{i}'"))
+                                         for i in range(5)])  # 5 of 65 nodes: not worth rewriting the index
+    assert len(report["created"]) == 5
+    assert fts5_segments(path, "node_search") == 2
+
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("UPDATE meta SET value = '0' WHERE key = 'search_index_version'")
+    connection.close()
+    service = await Service.open(path, seed=False)  # rebuilds the index: every row rewritten
+    try:
+        found = await service.search("ImportError: cannot import name 'n7' from 'pkg7'")
+    finally:
+        await service.close()
+    assert found["results"][0]["id"] == "python/segment-7"
+    assert [fts5_segments(path, table) for table in SEARCH_TABLES] == [1, 1, 1]
