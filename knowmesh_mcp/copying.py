@@ -112,7 +112,8 @@ async def copy_stores(source: Store, target: Store, *, progress: Progress | None
     done = 0
     if progress:
         progress(0, total)
-    async with source.write() as reading, target.write() as tx:
+    # The target's index is written as an import's is (`bulk_import`: built or merged once, at the end).
+    async with target.bulk_import(), source.write() as reading, target.write() as tx:
         indexed = {key: value for key, value in await tx.dump_table("meta", None, 10_000) if key in DERIVED_META}
         had_nodes = bool(await tx.dump_table("nodes", None, 1))
         fresh: list[str] = []  # nodes the copy inserted

@@ -6,6 +6,7 @@ import copy
 import itertools
 import os
 import socket
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -276,3 +277,27 @@ async def both_stores(tmp_path, pg_database: str) -> AsyncIterator[dict[str, Any
     finally:
         await sqlite_store.close()
         await postgres_store.close()
+
+
+SEARCH_TABLES = ("node_search", "node_heads", "node_grams")  # SQLite's FTS5 tables of the search index
+
+
+def fts5_segments(path, table: str) -> int:
+    """How many segments an FTS5 table's index holds: its structure record (row 10 of `%_data`) is a
+    4-byte cookie, then the number of levels and the number of segments as varints (fts5_index.c)."""
+    connection = sqlite3.connect(path)
+    try:
+        (record,), = connection.execute(f"SELECT block FROM {table}_data WHERE id = 10")
+    finally:
+        connection.close()
+    position, values = 4, []
+    while len(values) < 2:
+        value = 0
+        while True:
+            byte = record[position]
+            position += 1
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values[1]

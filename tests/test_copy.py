@@ -18,7 +18,7 @@ from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
 
-from conftest import new_pg_database, opened, serving
+from conftest import SEARCH_TABLES, fts5_segments, new_pg_database, opened, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -288,3 +288,26 @@ async def test_progress_is_shown_on_a_terminal_only(source, tmp_path):
     shown = screen.getvalue().split("\r")
     assert shown[-1].startswith("[" + "#" * 30 + "]") and len(shown) > 2
     assert progress_bar(io.StringIO()) is None  # piped: no bar, nothing extra
+
+
+async def test_a_big_copy_into_sqlite_merges_each_search_table_into_one_segment(tmp_path, make_doc):
+    """A copy writes its target's index in one transaction, and FTS5 flushes a segment each megabyte:
+    800 nodes of 300 words each left 7, 10 and 10 segments before the copy ran inside `bulk_import`."""
+    words = [f"w{i:05d}" for i in range(20_000)]
+    documents = []
+    for i in range(800):
+        document = make_doc(id=f"python/long-{i}", error=f"KeyError: 'long{i}'")
+        document["content"]["context"] = " ".join(words[(i * 7919 + j * 104_729) % len(words)] for j in range(300))
+        documents.append((f"{i}.json", document))
+    service = await Service.open(tmp_path / "source.db", seed=False)
+    try:
+        assert len((await service.import_documents(documents)).created) == 800
+    finally:
+        await service.close()
+    await copy_mesh(str(tmp_path / "source.db"), str(tmp_path / "target.db"))
+    assert [fts5_segments(tmp_path / "target.db", table) for table in SEARCH_TABLES] == [1, 1, 1]
+    copied = await Service.open(tmp_path / "target.db", seed=False)
+    try:
+        assert (await copied.search("KeyError: 'long417'"))["results"][0]["id"] == "python/long-417"
+    finally:
+        await copied.close()

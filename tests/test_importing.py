@@ -15,6 +15,8 @@ from knowmesh_mcp import service as service_module
 from knowmesh_mcp.importing import InvalidSource
 from knowmesh_mcp.service import Service
 
+from conftest import SEARCH_TABLES, fts5_segments
+
 pytestmark = pytest.mark.anyio
 
 
@@ -74,30 +76,6 @@ async def test_a_pooled_dry_run_writes_nothing(tmp_path, make_doc, monkeypatch):
     report, exported = await import_into(tmp_path / "dry.db", documents(make_doc), dry_run=True)
     assert len(report["created"]) == 31
     assert exported == []
-
-
-def fts5_segments(path, table: str) -> int:
-    """How many segments an FTS5 table's index holds: its structure record (row 10 of `%_data`) is a
-    4-byte cookie, then the number of levels and the number of segments as varints (fts5_index.c)."""
-    connection = sqlite3.connect(path)
-    try:
-        (record,), = connection.execute(f"SELECT block FROM {table}_data WHERE id = 10")
-    finally:
-        connection.close()
-    position, values = 4, []
-    while len(values) < 2:
-        value = 0
-        while True:
-            byte = record[position]
-            position += 1
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        values.append(value)
-    return values[1]
-
-
-SEARCH_TABLES = ("node_search", "node_heads", "node_grams")
 
 
 async def test_a_big_import_merges_each_search_table_into_one_segment(tmp_path, make_doc, monkeypatch):
