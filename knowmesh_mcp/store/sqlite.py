@@ -537,7 +537,7 @@ class Writer(DuplicateLookup):
              for i, r in rows],
         )
 
-    async def optimize_search_tables(self) -> None:
+    async def _optimize_search_tables(self) -> None:
         """Merge each FTS5 table's segments into one b-tree (FTS5's 'optimize'): the same rows, but a
         term's doclist is read from one segment instead of a dozen (see `Store.bulk_import`)."""
         for table, _ in _TERM_TABLES.values():
@@ -785,7 +785,7 @@ class Store:
             written, self._bulk_indexed = self._bulk_indexed, None
         if written and 4 * written >= await self.indexed_node_count():
             async with self.write() as tx:
-                await tx.optimize_search_tables()
+                await tx._optimize_search_tables()  # backend-own upkeep, not in the interface
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Writer]:
