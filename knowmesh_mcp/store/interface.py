@@ -355,8 +355,8 @@ class Store(Protocol):
 
     async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
-        of `heads` in title or signature (absent ones are left out), and `indexed_node_count`, in one
-        round trip."""
+        of `heads` in title or signature (absent ones are left out), and `indexed_node_count` (BM25's N)
+        read with them."""
         ...
 
     async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
