@@ -1,7 +1,7 @@
 """Search settings side by side: latency and hit rates of several settings, in one process, query by query.
 
-    python bench/search_ab.py [--nodes 100000] [--queries 1000] [--warmup 50] [--seed 7] [--db URL]
-                              SETTINGS [SETTINGS ...]
+    python bench/search_ab.py [--nodes 100000] [--queries 1000] [--warmup 50] [--seed 7]
+                              [--db PATH_OR_URL ...] SETTINGS [SETTINGS ...]
 
 Each SETTINGS is `current` or comma-separated overrides of `knowmesh_mcp.search` constants, e.g.
 `SIGNATURE_LIMIT=8,EVERY_LIMIT=6`, or of PostgreSQL's channel SQL as `pg_search.WALK_ROWS=10000`.
@@ -10,7 +10,9 @@ searched once under each setting, the settings taking turns in a rotating order,
 shared machine (it was 60 % from one minute to the next here) falls alike on every setting.
 `--db postgresql://...` searches a PostgreSQL database of the same synthetic corpus instead (the
 one `KNOWMESH_TEST_POSTGRES=<server> python bench/pg_scale.py --nodes 100000` leaves; it holds the
-starter corpus too, so its hit rates are not SQLite's). Prints, per setting: p50/p95/mean
+starter corpus too, so its hit rates are not SQLite's). Two or more `--db` compare databases of the
+same corpus, each setting on each, all taking turns: an index laid out anew (e.g. the bench database
+before and after FTS5's `optimize`) against the old. Prints, per setting (and database): p50/p95/mean
 in-process latency, the median of its per-query time over the first setting's, hit@1 and hit@5
 (the node the error came from), and candidates ranked per search. Asserts nothing; exits 0 (2 on
 an unknown or non-numeric name).
@@ -78,9 +80,10 @@ def describe(settings: dict[str, float]) -> str:
     return ",".join(f"{name}={value:g}" for name, value in settings.items()) or "current"
 
 
-async def run(db: Path | str, queries: list[dict[str, Any]], warmup: list[dict[str, Any]],
+async def run(dbs: list[Path | str], queries: list[dict[str, Any]], warmup: list[dict[str, Any]],
               settings: list[dict[str, float]]) -> list[dict[str, Any]]:
-    """Per setting: its query times (ms, in query order), result ids and candidate counts."""
+    """Per database and setting (each setting on each database, in that order): its query times (ms,
+    in query order), result ids and candidate counts."""
     defaults = {name: getattr(*constant(name)) for setting in settings for name in setting}
     counted = [0]
     rank = search_module.rank
@@ -90,15 +93,17 @@ async def run(db: Path | str, queries: list[dict[str, Any]], warmup: list[dict[s
         return rank(candidates, *rest)
 
     search_module.rank = counting_rank
-    service = await Service.open(db, seed=False)
-    runs = [{"ms": [], "ids": [], "candidates": 0} for _ in settings]
+    services = [await Service.open(db, seed=False) for db in dbs]
+    pairs = [(service, setting) for service in services for setting in settings]
+    runs = [{"ms": [], "ids": [], "candidates": 0} for _ in pairs]
     try:
         for number, query in enumerate([*warmup, *queries]):
             timed = number >= len(warmup)
-            order = list(range(len(settings)))
+            order = list(range(len(pairs)))
             shift = number % len(order)
             for index in order[shift:] + order[:shift]:
-                apply({name: settings[index].get(name, value) for name, value in defaults.items()})
+                service, setting = pairs[index]
+                apply({name: setting.get(name, value) for name, value in defaults.items()})
                 counted[0] = 0
                 started = time.perf_counter()
                 result = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
@@ -110,21 +115,22 @@ async def run(db: Path | str, queries: list[dict[str, Any]], warmup: list[dict[s
     finally:
         apply(defaults)
         search_module.rank = rank
-        await service.close()
+        for service in services:
+            await service.close()
     return runs
 
 
-def report(queries: list[dict[str, Any]], settings: list[dict[str, float]], runs: list[dict[str, Any]]) -> None:
+def report(queries: list[dict[str, Any]], labels: list[str], runs: list[dict[str, Any]]) -> None:
     answerable = [i for i, query in enumerate(queries) if query["expect"]]
     reference = runs[0]["ms"]
     print(f"  {'settings':<48}{'p50':>8}{'p95':>8}{'mean':>8}{'paired':>8}{'hit@1':>8}{'hit@5':>8}{'cands':>7}"
           "   (ms; paired = median of per-query time / the first's)")
-    for setting, run_ in zip(settings, runs):
+    for label, run_ in zip(labels, runs):
         ms, ids = run_["ms"], run_["ids"]
         paired = statistics.median(mine / theirs for mine, theirs in zip(ms, reference) if theirs > 0)
         hit1 = sum(ids[i][:1] == [queries[i]["expect"]] for i in answerable) / max(1, len(answerable))
         hit5 = sum(queries[i]["expect"] in ids[i] for i in answerable) / max(1, len(answerable))
-        print(f"  {describe(setting):<48}{percentile(ms, .5):>8.2f}{percentile(ms, .95):>8.2f}"
+        print(f"  {label:<48}{percentile(ms, .5):>8.2f}{percentile(ms, .95):>8.2f}"
               f"{statistics.mean(ms):>8.2f}{paired:>8.3f}{hit1:>8.3f}{hit5:>8.3f}{run_['candidates'] / len(ms):>7.1f}")
     print(f"  [{len(queries)} queries, {len(answerable)} with a node to find; limit {LIMIT}]")
 
@@ -136,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--db", help="a PostgreSQL URL whose database holds the same synthetic corpus")
+    parser.add_argument("--db", action="append", help="a SQLite file or PostgreSQL URL holding the same synthetic "
+                        "corpus, instead of the cached one; give it twice or more to compare databases")
     args = parser.parse_args(argv)
     try:
         settings = [parse_settings(text) for text in args.settings]
@@ -144,8 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"search_ab: {error}", file=sys.stderr)
         return 2
     db, queries, warmup = corpus_and_queries(args.nodes, args.seed, args.queries, args.warmup)
-    print(f"{len(settings)} settings, taking turns on each of {len(queries)} queries ({len(warmup)} warm-up)")
-    report(queries, settings, asyncio.run(run(args.db or db, queries, warmup, settings)))
+    dbs: list[Path | str] = list(args.db or [db])
+    labels = [describe(setting) + (f" @ {Path(str(name)).name}" if len(dbs) > 1 else "") for name in dbs for setting in settings]
+    print(f"{len(labels)} runs ({len(settings)} settings on {len(dbs)} database(s)), taking turns on each of "
+          f"{len(queries)} queries ({len(warmup)} warm-up)")
+    report(queries, labels, asyncio.run(run(dbs, queries, warmup, settings)))
     return 0
 
 
