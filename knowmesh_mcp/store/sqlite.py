@@ -117,6 +117,8 @@ def _node_row(row: Sequence[Any]) -> NodeRow:
 
 STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, sample_size, success_score,
     failure_state, answer_state, solved_agents, failed_agents, last_verified"""
+# A node's node_stats rows as one JSON array of arrays (STATS_COLUMNS order); `{where}` narrows the rows of node `n`.
+STATS_JSON = f"""(SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s WHERE s.node_id = n.id{{where}})"""
 
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
@@ -840,7 +842,7 @@ class Store:
         """A node with its node_stats rows and its count of failed attempts, in one round trip."""
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS},
-                  (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats WHERE node_id = n.id),
+                  {STATS_JSON.format(where="")},
                   (SELECT count(*) FROM failures WHERE node_id = n.id)
                 FROM nodes n JOIN node_versions v ON v.version = n.current_version WHERE n.id = ?""",
             (node_id,),
@@ -873,7 +875,7 @@ class Store:
             return []
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS},
-                  (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats WHERE node_id = n.id)
+                  {STATS_JSON.format(where="")}
                 FROM nodes n JOIN node_versions v ON v.version = n.current_version
                 WHERE n.pk IN ({",".join("?" * len(pks))})""",
             list(pks),
@@ -1125,8 +1127,7 @@ class Store:
         return await self._fetchall(
             f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
                        n.current_revision, n.has_answer,
-                       (SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s
-                        WHERE s.node_id = n.id AND s.solution_id != '' AND s.cluster != ''),
+                       {STATS_JSON.format(where=" AND s.solution_id != '' AND s.cluster != ''")},
                        (SELECT coalesce(max(f.id), 0) FROM feedback f WHERE f.node_id = n.id)
                 FROM nodes n WHERE n.change_seq > ? ORDER BY n.change_seq LIMIT ?""",
             (seq, limit),
