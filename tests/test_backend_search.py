@@ -157,6 +157,26 @@ async def test_document_frequencies_alike_after_inserts_replacements_and_rebuild
         assert tuple(left) == (0,)
 
 
+async def test_frequencies_count_what_another_store_on_the_database_wrote(both_stores, make_doc):
+    """Another process on the same SQLite file (a second agent's server, the CLI), another server on the
+    same PostgreSQL database: what it wrote is counted at this store's next read, though this store
+    had read the term as absent and has written nothing since."""
+    from knowmesh_mcp.store import open_store
+
+    for name, store in both_stores.items():
+        assert await store.document_frequencies(["qzxjk"], ["qzx"], ["qzxjk"]) == ({}, {}, {}, 0), name
+    others = {name: await open_store(store.url if name == "postgres" else store.path) for name, store in both_stores.items()}
+    try:
+        await insert_nodes(others, [make_doc(id="python/qzxjk", title="qzxjk will not start", error="QzxjkError: no qzxjk")])
+    finally:
+        for other in others.values():
+            await other.close()
+    for name, store in both_stores.items():
+        counted = await store.document_frequencies(["qzxjk"], ["qzx"], ["qzxjk"])
+        assert counted == ({"qzxjk": 1}, {"qzx": 1}, {"qzxjk": 1}, 1), name
+        assert await store.indexed_node_count() == 1, name
+
+
 async def test_a_fresh_write_counts_from_nothing_and_a_failed_write_counts_nothing(both_stores, make_doc):
     docs = documents(make_doc)
     terms, grams = probe_terms(docs)

@@ -433,6 +433,22 @@ async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
     assert set(statuses) <= {200, 201}, sorted(set(statuses))
 
 
+async def test_a_search_finds_a_node_another_process_wrote(corpus: Service, make_doc, tmp_path):
+    """Two agents' servers (or a server and the CLI) share one personal mesh: a node the other process
+    wrote is found at once, though this process had counted its words as absent and wrote nothing since."""
+    query = "qzxjy vvkwq"
+    assert (await corpus.search(query))["results"] == []  # its words are now counted here as in no node
+    document = make_doc(id="python/qzxjy-vvkwq", title="qzxjy vvkwq will not start",
+                        error="QzxjyError: vvkwq needs 'main'")
+    (tmp_path / "new.json").write_text(json.dumps(document))
+    done = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "import", str(tmp_path / "new.json"),
+                           "--db", corpus.store.path], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    results = (await corpus.search(query))["results"]
+    assert [r["id"] for r in results][:1] == ["python/qzxjy-vvkwq"]
+    assert results[0]["score"] >= 0.5
+
+
 COMPOSE_PORT_OUTPUT = (  # https://github.com/paunin/PostDock/issues/123: compose v1, progress lines run together
     "Starting dockercompose_pgslave1_1 ...\nStarting dockercompose_pgpool_1 ... error\n\nERROR: for dockercompose_pgpool_1  "
     "Cannot start service pgpool: driver failed programming external connectivity on endpoint dockercompose_pgpool_1 "

@@ -406,7 +406,7 @@ class Store(Protocol):
         ...
 
     async def indexed_node_count(self) -> int:
-        """The number of nodes BM25's document frequencies are relative to (cached until the next write)."""
+        """The number of nodes BM25's document frequencies are relative to: the highest node pk, read on every call."""
         ...
 
     async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:

@@ -734,9 +734,8 @@ class Store:
         self._reader = reader
         self._write_lock = asyncio.Lock()
         self.write_generation = 0  # bumped by every write transaction; caches of derived counts check it
-        # (write generation, {(vocabulary, term): nodes holding it}): see document_frequencies
-        self._frequencies: tuple[int, dict[tuple[str, str], int]] = (-1, {})
-        self._node_count: tuple[int, int] = (-1, 0)
+        # ((data version, write generation), {(vocabulary, term): nodes holding it}): see document_frequencies
+        self._frequencies: tuple[tuple[int, int], dict[tuple[str, str], int]] = ((-1, -1), {})
         self._candidate_texts = CandidateTexts()
         self._bulk_indexed: int | None = None  # inside `bulk_import`: index rows its transactions wrote
 
@@ -1204,33 +1203,46 @@ class Store:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
         of `heads` in title or signature (absent ones are left out), and `indexed_node_count`.
 
-        Read from `term_counts` (primary-key probes) and kept until the next write, which saves the
-        round trip for the terms most queries share. The cache is swapped, never cleared in place,
-        and filled only from rows read under the generation it belongs to, so a write during the
-        read cannot leave it half-updated for another request.
+        Read from `term_counts` (primary-key probes) with the node count, in one statement; the counts
+        read are kept while the database is unchanged, so most queries probe only their new terms.
+        Unchanged means the same write generation and the same `PRAGMA data_version` of the reader,
+        read in that statement: it moves with every commit of another connection, this store's writer
+        or another process on the same file (a second agent's stdio server, the CLI), whose new node
+        would else stay unfindable here by words counted as absent. The cache is swapped, never
+        cleared in place, and filled only from rows read under the version it belongs to, so a write
+        during the read cannot leave it half-updated for another request.
         """
-        generation = self.write_generation
-        if self._frequencies[0] != generation or len(self._frequencies[1]) > 200_000:
-            self._frequencies = (generation, {})
-        known = self._frequencies[1]
         asked = (("term", terms), ("gram", grams), ("head", heads))
         wanted = [(kind, term) for kind, chosen in asked for term in dict.fromkeys(chosen)]
-        missing = [key for key in wanted if key not in known]
-        fresh: dict[tuple[str, str], int] = {}
-        if missing:
-            parts, params = [], []
-            for kind, _ in asked:
-                chosen = [term for k, term in missing if k == kind]
-                if chosen:
-                    parts.append(f"SELECT kind, term, doc FROM term_counts WHERE kind = ? AND term IN ({','.join('?' * len(chosen))})")
-                    params += [kind, *chosen]
-            counted = {(kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)}
-            fresh = {key: counted.get(key, 0) for key in missing}
-            if self.write_generation == generation:  # else a newer generation owns the cache now
-                known.update(fresh)
+        generation = self.write_generation
+        cached, known = self._frequencies
+        if cached[1] != generation or len(known) > 200_000:
+            known = {}
+        version, nodes, fresh = await self._counted([key for key in wanted if key not in known])
+        if (version, generation) != cached:
+            if len(fresh) < len(wanted):  # the database changed since the kept counts were read
+                version, nodes, fresh = await self._counted(wanted)
+            known = {}
+        if self.write_generation == generation:  # else a newer generation owns the cache now
+            if known is not self._frequencies[1]:  # `known` holds counts of (version, generation) only
+                self._frequencies = ((version, generation), known)
+            known.update(fresh)
         counts = {key: fresh[key] if key in fresh else known[key] for key in wanted}
         return Frequencies(*({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked),
-                           nodes=await self.indexed_node_count())
+                           nodes=nodes)
+
+    async def _counted(self, keys: list[tuple[str, str]]) -> tuple[int, int, dict[tuple[str, str], int]]:
+        """(the reader's data version, the highest node pk, {key: count} of `keys`), in one statement:
+        one snapshot of the database."""
+        parts = ["SELECT 'version', '', data_version FROM pragma_data_version",
+                 "SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes"]
+        params: list[str] = []
+        for kind in dict.fromkeys(kind for kind, _ in keys):
+            chosen = [term for k, term in keys if k == kind]
+            parts.append(f"SELECT kind, term, doc FROM term_counts WHERE kind = ? AND term IN ({','.join('?' * len(chosen))})")
+            params += [kind, *chosen]
+        counted = {(kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)}
+        return (counted.pop(("version", "")), counted.pop(("nodes", "")), {key: counted.get(key, 0) for key in keys})
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")
@@ -1265,12 +1277,10 @@ class Store:
                 "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}
 
     async def indexed_node_count(self) -> int:
-        """The number of nodes BM25's document frequencies are relative to (cached until the next write)."""
-        if self._node_count[0] != self.write_generation:
-            generation = self.write_generation
-            rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
-            self._node_count = (generation, int(rows[0][0]))
-        return self._node_count[1]
+        """The number of nodes BM25's document frequencies are relative to: the highest node pk (one
+        probe of the primary key)."""
+        rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
+        return int(rows[0][0])
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
