@@ -49,6 +49,17 @@ def remote_error(message: str) -> KnowmeshError:
     return KnowmeshError(502, "remote_error", message)
 
 
+BUSY_RETRY_SECONDS = 5
+
+
+def database_busy() -> KnowmeshError:
+    """A write that waited out SQLite's busy timeout: another process on the same file (a second
+    server, an import) holds the write lock. Nothing was written; the same request can be retried."""
+    return KnowmeshError(503, "database_busy", "another process is writing to this mesh's database and did not "
+                         f"finish in time; nothing was written: retry in {BUSY_RETRY_SECONDS} s",
+                         retry_after_seconds=BUSY_RETRY_SECONDS)
+
+
 class DatabaseUnusable(KnowmeshError):
     """The database path cannot be opened as a knowmesh database (not SQLite, another
     application's SQLite, a missing folder, no permission, locked).

@@ -460,6 +460,8 @@ def build_app(
         response = error_response(error)
         if error.status == 301:  # a merged node: the same URL with the canonical id
             response.headers["Location"] = moved_location(request, error.details["merged"], error.top_level["canonical"]["id"])
+        if "retry_after_seconds" in error.details:
+            response.headers["Retry-After"] = str(error.details["retry_after_seconds"])
         return response
 
     async def on_http_error(request: Request, error: Exception) -> Response:

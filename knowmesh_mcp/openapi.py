@@ -97,8 +97,9 @@ REVIEW = (LIMIT, Param("offset", "Items to skip: next_offset of the previous pag
           Param("reason", "Only this reason's items, e.g. unsolved"))
 READ_HEADERS = ("ETag", "Cache-Control", "X-Knowmesh-Article-Revision", "X-Knowmesh-Node-Version", "X-Knowmesh-Has-Answer")
 # A write is refused on a read-only server or cross-site (403), for its size (413), its media
-# type (415) or the write limit (429); every write can also meet a malformed body (400).
-WRITE = (400, 401, 403, 413, 415, 429)
+# type (415) or the write limit (429); every write can also meet a malformed body (400), and on
+# SQLite another process holding the file's write lock too long (503).
+WRITE = (400, 401, 403, 413, 415, 429, 503)
 MAINTAIN = (*WRITE, 404, 409)
 NODE_WRITE = (*WRITE, 404, 409)
 
@@ -226,6 +227,8 @@ ERROR_DESCRIPTIONS = {
     413: "Body too large (1 MiB; 4 MiB for POST /v1/search)",
     415: "Writes take Content-Type: application/json only",
     429: "Write limit reached (submissions per hour per agent or address)",
+    503: "database_busy: another process held the database's write lock too long; nothing was written, "
+         "retry after Retry-After seconds",
 }
 
 

@@ -344,3 +344,38 @@ async def test_an_older_database_secret_moves_out_and_keeps_its_hashes(tmp_path,
     assert secret_file(str(path)).read_text().strip() == "old-secret"
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM meta WHERE key = 'ip_hash_secret'").fetchone()[0] == 0
+
+
+async def test_a_write_waiting_on_another_process_is_a_503_and_nothing_is_written(tmp_path, make_doc, monkeypatch):
+    """Another process on the same SQLite file (an import, a second server) holds its write lock past
+    the busy timeout: the write is 503 database_busy with Retry-After, over HTTP and as an MCP tool
+    error, nothing is half written, and the same request succeeds once the lock is free."""
+    import sqlite3
+
+    from mcp import Client
+
+    from knowmesh_mcp.mcp_server import build_mcp_server
+    from knowmesh_mcp.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 200)  # not 10 s of waiting in a test
+    path = tmp_path / "busy.db"
+    service = await Service.open(path, seed=False)
+    other = sqlite3.connect(path, isolation_level=None)  # the other process
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        document = make_doc(id="python/busy-node", error="BusyError: lock held by 'importer'")
+        async with client_for(service, write_limit=0) as http:
+            response = await http.post("/v1/nodes", json=document)
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "5"
+            assert response.json()["error"]["code"] == "database_busy"
+            async with Client(build_mcp_server(lambda: service)) as client:
+                result = await client.call_tool("create_node", document)
+            assert result.is_error and result.structured_content["error"]["code"] == "database_busy"
+            assert await written(service) == []
+            other.execute("ROLLBACK")
+            assert (await http.post("/v1/nodes", json=document)).status_code == 201
+        assert [d["id"] for d in await written(service)] == ["python/busy-node"]
+    finally:
+        other.close()
+        await service.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 import aiosqlite
 
-from ..errors import DatabaseUnusable
+from ..errors import DatabaseUnusable, database_busy
 from ..identity import agent_object
 from .interface import CopiedTable, copied_table
 from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
@@ -792,7 +792,12 @@ class Store:
     async def write(self) -> AsyncIterator[Writer]:
         """One `BEGIN IMMEDIATE` transaction: all of it commits, or none of it does."""
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if _is_busy(error):  # past busy_timeout: another process holds the file's write lock
+                    raise database_busy() from error
+                raise
             writer = Writer(self._writer)
             try:
                 yield writer
@@ -1322,11 +1327,17 @@ def check_database_file(path: str) -> None:
         raise DatabaseUnusable(path, f"cannot open {path}: folder {folder} is not writable")
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock (for longer than busy_timeout)."""
+    message = str(error)
+    return "locked" in message or "busy" in message
+
+
 def _unusable(path: str, error: sqlite3.Error) -> DatabaseUnusable:
     """The one line for a SQLite error raised while opening `path`."""
     message = str(error) or type(error).__name__
     if isinstance(error, sqlite3.OperationalError):
-        if "locked" in message or "busy" in message:
+        if _is_busy(error):
             return DatabaseUnusable(path, f"cannot open {path} ({message})", status=503, code="database_busy")
         return DatabaseUnusable(path, f"cannot open {path} ({message})")
     return DatabaseUnusable(path, f"{path} is not a knowmesh database ({message})")
