@@ -121,6 +121,11 @@ STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, samp
 STATS_JSON = f"""(SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s WHERE s.node_id = n.id{{where}})"""
 
 
+def _stats_rows(stats_json: str) -> list[StatsRow]:
+    """The StatsRows of one STATS_JSON value."""
+    return [StatsRow(*values) for values in json.loads(stats_json)]
+
+
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
 
@@ -853,7 +858,7 @@ class Store:
         )
         if not rows:
             return None
-        return _node_row(rows[0]), [StatsRow(*values) for values in json.loads(rows[0][12])], int(rows[0][13])
+        return _node_row(rows[0]), _stats_rows(rows[0][12]), int(rows[0][13])
 
     async def get_nodes(self, ids: Sequence[str]) -> dict[str, NodeRow]:
         """{id: node} of those ids that exist, in one round trip."""
@@ -884,7 +889,7 @@ class Store:
                 WHERE n.pk IN ({",".join("?" * len(pks))})""",
             list(pks),
         )
-        by_pk = {row[0]: (_node_row(row), [StatsRow(*values) for values in json.loads(row[12])]) for row in rows}
+        by_pk = {row[0]: (_node_row(row), _stats_rows(row[12])) for row in rows}
         return [by_pk[pk] for pk in pks if pk in by_pk]
 
     async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
@@ -1282,10 +1287,9 @@ class Store:
                 "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}
 
     async def indexed_node_count(self) -> int:
-        """The number of nodes BM25's document frequencies are relative to: the highest node pk (one
-        probe of the primary key)."""
-        rows = await self._fetchall("SELECT coalesce(max(pk), 0) FROM nodes")
-        return int(rows[0][0])
+        """The number of nodes BM25's document frequencies are relative to: the highest node pk, read as
+        `document_frequencies` reads it."""
+        return (await self._counted([]))[1]
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
