@@ -14,6 +14,8 @@ one consistent snapshot: writers of the source wait until the copy ends.
 
 Not copied: `write_counts` (hourly write limits; they start again), `schema_migrations` (each
 backend's own), `meta`'s `normalizer_version` and `search_index_version`, and the search index.
+A new target's `starter_corpus` is "declined" before the source's meta is copied over it (a
+`Service` opening the copy of an older mesh, which has none, must not add a starter corpus to it).
 The target rebuilds signature hashes and index rows of every node the copy wrote, with its own
 backend's code (`set_signature_hashes`, `write_search_rows`: what `Service.open` does after an
 analyser change), and records the analyser versions it indexed with.
@@ -29,7 +31,7 @@ from typing import Any
 from .errors import DatabaseUnusable, KnowmeshError
 from .normalize import NORMALIZER_VERSION, signature_hash
 from .search import SEARCH_INDEX_VERSION, index_row
-from .store import DuplicateRow, is_postgres, open_store
+from .store import STARTER_CORPUS, DuplicateRow, is_postgres, open_store
 from .store.interface import COPIED_TABLES, CopiedTable, Store, Writer
 
 PAGE = 500  # rows read from each side per round trip
@@ -114,7 +116,10 @@ async def copy_stores(source: Store, target: Store, *, progress: Progress | None
         progress(0, total)
     # The target's index is written as an import's is (`bulk_import`: built or merged once, at the end).
     async with target.bulk_import(), source.write() as reading, target.write() as tx:
-        indexed = {key: value for key, value in await tx.dump_table("meta", None, 10_000) if key in DERIVED_META}
+        theirs = dict(await tx.dump_table("meta", None, 10_000))
+        indexed = {key: value for key, value in theirs.items() if key in DERIVED_META}
+        if theirs.get(STARTER_CORPUS) == "pending":
+            await tx.set_meta(STARTER_CORPUS, "declined")
         had_nodes = bool(await tx.dump_table("nodes", None, 1))
         fresh: list[str] = []  # nodes the copy inserted
         moved: list[str] = []  # nodes whose current version it changed

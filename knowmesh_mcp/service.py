@@ -61,7 +61,7 @@ from .search import (
     index_row,
     similar_nodes,
 )
-from .store import NewNode, StatsRow, Store, open_store, store_dir
+from .store import STARTER_CORPUS, NewNode, StatsRow, Store, open_store, store_dir
 from .syncing import Syncing
 
 MAX_LIST_LIMIT = 100
@@ -145,9 +145,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         service = cls(store)
         try:
             await service._reindex_if_analysis_changed(progress)
-            if store.created and seed:
-                documents = load_documents([store_dir() / "starter"])
-                await service.import_documents(documents, summary="Starter corpus")
+            await service._load_starter_corpus_if_pending(seed)
         except BaseException:
             await store.close()
             raise
@@ -155,6 +153,19 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     async def close(self) -> None:
         await self.store.close()
+
+    async def _load_starter_corpus_if_pending(self, wanted: bool) -> None:
+        """A new mesh's starter corpus is pending (`STARTER_CORPUS`) until loaded. Each process that
+        opens it meanwhile loads it too, as an import (what another already wrote is unchanged, and
+        its transaction waits for theirs): so none serves a search before the corpus is there, and
+        the next open finishes a load that died half-way. With `wanted` False (`--empty`) nothing
+        is loaded and the mesh stays empty for good."""
+        if await self.store.get_meta(STARTER_CORPUS) != "pending":
+            return
+        if wanted:
+            await self.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+        async with self.store.write() as tx:
+            await tx.set_meta(STARTER_CORPUS, "loaded" if wanted else "declined")
 
     async def _reindex_if_analysis_changed(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Signature hashes and the search index are derived: rebuild them when their code changed."""

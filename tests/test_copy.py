@@ -4,6 +4,7 @@ read back through the Service, which must answer exactly as the source does."""
 from __future__ import annotations
 
 import io
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -268,6 +269,20 @@ async def test_the_starter_corpus_of_a_separately_seeded_target_is_another_mesh(
         pass
     with pytest.raises(KnowmeshError, match="different mesh"):
         await copy_mesh(source, target)
+
+
+async def test_the_copy_of_a_mesh_without_a_starter_corpus_never_gets_one(tmp_path, pg_database, make_doc):
+    """A mesh made before `starter_corpus` existed has no such key: its copy (a new database, its
+    starter corpus pending) must not be seeded by the first service that opens it."""
+    old = str(tmp_path / "old.db")
+    async with opened(old) as service:
+        await service.create_node(make_doc(id=NODE, error=NODE_ERROR))
+    with sqlite3.connect(old) as connection:
+        connection.execute("DELETE FROM meta WHERE key = 'starter_corpus'")
+    for target in (pg_database, str(tmp_path / "copy.db")):
+        await copy_mesh(old, target)
+        async with opened(target, seed=True) as service:
+            assert await service.store.count_nodes() == 1
 
 
 async def test_a_missing_source_or_the_same_database_twice_is_refused(source, tmp_path):

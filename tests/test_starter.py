@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -12,7 +14,9 @@ from knowmesh_mcp.model import validate_node
 from knowmesh_mcp.normalize import quoted_values, signature_hash
 from knowmesh_mcp.publishing import check_overlaps
 from knowmesh_mcp.service import Service, load_documents
-from knowmesh_mcp.store import store_dir
+from knowmesh_mcp.store import STARTER_CORPUS, open_store, store_dir
+
+from conftest import BACKENDS, opened
 
 DOCUMENTS = [raw for _, raw in load_documents([store_dir() / "starter"])]
 
@@ -64,3 +68,48 @@ async def test_seeded_database_serves_the_sed_node_per_os(tmp_path):
         assert statuses == {"draft", "verified"}
     finally:
         await service.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def new_mesh(request, tmp_path) -> str:
+    """Where a new mesh is to be made: a SQLite file, or an empty PostgreSQL database."""
+    return str(tmp_path / "new.db") if request.param == "sqlite" else request.getfixturevalue("pg_database")
+
+
+@pytest.mark.anyio
+async def test_processes_opening_a_new_mesh_at_once_each_find_its_starter_corpus(new_mesh):
+    """Each agent session starts its own stdio server: four processes opening one new mesh at once
+    (three used to find nothing: they opened it while the first was still loading the corpus)."""
+    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "--json", "--db", new_mesh,
+               "ModuleNotFoundError: No module named 'requests'"]
+    searches = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for search in searches:
+        out, err = search.communicate(timeout=120)
+        assert search.returncode == 0, err
+        assert json.loads(out)["results"][0]["id"] == "python/module-not-found-venv"
+    store = await open_store(new_mesh)
+    try:
+        assert await store.count_nodes() == len(DOCUMENTS)
+        assert await store.count_rows("article_revisions") == len(DOCUMENTS), "each node created once"
+        assert await store.get_meta(STARTER_CORPUS) == "loaded"
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_a_load_that_died_half_way_is_finished_by_the_next_open(new_mesh):
+    store = await open_store(new_mesh)  # the mesh made, then its process gone after ten documents
+    await Service(store).import_documents(load_documents([store_dir() / "starter"])[:10], summary="Starter corpus")
+    await store.close()
+    async with opened(new_mesh, seed=True) as service:
+        assert await service.store.count_nodes() == len(DOCUMENTS)
+        assert await service.store.count_rows("article_revisions") == len(DOCUMENTS)
+
+
+@pytest.mark.anyio
+async def test_a_mesh_made_empty_stays_empty(new_mesh):
+    async with opened(new_mesh, seed=False):
+        pass
+    async with opened(new_mesh, seed=True) as service:
+        assert await service.store.count_nodes() == 0
+        assert await service.store.get_meta(STARTER_CORPUS) == "declined"

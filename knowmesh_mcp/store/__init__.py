@@ -24,6 +24,7 @@ from .rows import (
     SyncedRevision,
     TermQuery,
 )
+from .interface import STARTER_CORPUS
 from .sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -42,7 +43,7 @@ async def open_store(target: str | Path) -> Store:
     return await Store.open(target)
 
 __all__ = [
-    "CandidateText", "DuplicateRow", "Edit", "Frequencies", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
+    "STARTER_CORPUS", "CandidateText", "DuplicateRow", "Edit", "Frequencies", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
     "SyncedRevision", "TermQuery", "Writer", "consolidated_schema", "is_postgres", "migrations", "open_store",
     "store_dir", "utc_now",
 ]

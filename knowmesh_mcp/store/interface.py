@@ -48,6 +48,11 @@ class CopiedTable:
     identity: str | None = None
 
 
+# The meta key of a mesh's starter corpus: "pending" from the transaction that creates the mesh
+# (its first migration) until a `Service` has loaded the corpus ("loaded") or was told not to
+# ("declined"). Every process that opens a pending mesh loads it before it serves a search.
+STARTER_CORPUS = "starter_corpus"
+
 # The tables a copy moves, in an order every foreign key allows (a revision an undo reverts comes
 # first: revisions are keyed by node and number). Not here: schema_migrations (each backend's own),
 # the search index (rebuilt by the target from the documents), write_counts (hourly limits).

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import DatabaseUnusable, KnowmeshError
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
+from .interface import STARTER_CORPUS
 from .pg_search import DEFERRED_KEY, SearchReads
 from .shared import CandidateTexts
 from .sqlite import read_migrations, store_dir, utc_now
@@ -69,6 +70,8 @@ async def migrate(conninfo: str) -> int:
                 if done:
                     continue
                 await connection.execute(sql)  # our own file, several statements: no parameters
+                if number == 1:  # this open creates the mesh, in this transaction
+                    await connection.execute("INSERT INTO meta (key, value) VALUES (%s, 'pending')", (STARTER_CORPUS,))
                 await connection.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
                                          (number, name, utc_now()))
                 applied += 1
@@ -94,7 +97,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
     def __init__(self, url: str, pool: Any, created: bool):
         self.url = url
         self.path = shown_url(url)
-        self.created = created  # True when this open made the database (the caller may seed it)
+        self.created = created  # True when this open made the database (a copy refuses such a source)
         self._pool = pool
         self._candidate_texts = CandidateTexts()
 

@@ -24,7 +24,7 @@ import aiosqlite
 
 from ..errors import DatabaseUnusable, database_busy
 from ..identity import agent_object
-from .interface import CopiedTable, copied_table
+from .interface import STARTER_CORPUS, CopiedTable, copied_table
 from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
 from .rows import (
     CandidateText,
@@ -734,7 +734,7 @@ class Store:
 
     def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool):
         self.path = path
-        self.created = created  # True when this open made the database (the caller may seed it)
+        self.created = created  # True when this open made the database (a copy refuses such a source)
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
@@ -1425,6 +1425,8 @@ async def _migrate(connection: aiosqlite.Connection) -> bool:
                     continue
             for statement in split_sql(sql):
                 await connection.execute(statement)
+            if number == 1:  # this open creates the mesh, in this transaction
+                await connection.execute("INSERT INTO meta (key, value) VALUES (?, 'pending')", (STARTER_CORPUS,))
             await connection.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (number, name, utc_now()),
