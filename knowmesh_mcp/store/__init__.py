@@ -10,6 +10,7 @@ target.
 
 from pathlib import Path
 
+from .interface import STARTER_CORPUS
 from .rows import (
     CandidateText,
     DuplicateRow,
@@ -24,7 +25,6 @@ from .rows import (
     SyncedRevision,
     TermQuery,
 )
-from .interface import STARTER_CORPUS
 from .sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

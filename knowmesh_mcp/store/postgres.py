@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import DatabaseUnusable, KnowmeshError
+from .interface import STARTER_CORPUS
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
-from .interface import STARTER_CORPUS
 from .pg_search import DEFERRED_KEY, SearchReads
 from .shared import CandidateTexts
 from .sqlite import read_migrations, store_dir, utc_now
