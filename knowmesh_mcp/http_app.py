@@ -26,7 +26,8 @@ from .http_auth import actor_of, auth_middleware, bearer
 from .http_guard import CrossSiteGuard, is_loopback
 from .identity import Actor, AuthMode
 from .openapi import openapi_document
-from .pages import page_routes
+from .page_shell import error_page
+from .pages import page_routes, wants_html
 from .publishing import require_node_id
 from .reading import ReadResult
 from .service import Service, llms_txt
@@ -466,6 +467,9 @@ def build_app(
 
     async def on_http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
+        if error.status_code == 404 and wants_html(request) and not request.url.path.startswith("/v1/"):
+            # a browser on a mistyped page gets a page with the way home; API clients keep the JSON error
+            return error_page(404, "Page not found", f"There is no page at {request.url.path}.")
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         response = error_response(KnowmeshError(error.status_code, code, str(error.detail)))
         response.headers.update(error.headers or {})  # Allow on a 405

@@ -397,6 +397,18 @@ async def test_autonomy_doc_is_served(http: httpx2.AsyncClient):
     assert (await http.get("/v1/docs/autonomy.md")).text.strip()
 
 
+async def test_an_unknown_page_is_an_html_404_for_a_browser_and_json_for_a_client(http: httpx2.AsyncClient):
+    browser = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    for path in ("/foo", "/nope/deeper", "/%3Cscript%3Ealert(1)%3C/script%3E"):
+        page = await http.get(path, headers=browser)
+        assert page.status_code == 404 and page.headers["content-type"].startswith("text/html"), path
+        assert_safe_page(page)
+        assert "Page not found" in page.text and 'href="/"' in page.text and "<script>alert" not in page.text
+        assert (await http.get(path)).json()["error"]["code"] == "not_found", path
+    api = await http.get("/v1/nope", headers=browser)  # the API answers JSON whoever asks
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+
+
 async def test_unknown_docs_are_404s(http: httpx2.AsyncClient):
     for path in ("/v1/docs/nope.md", "/v1/docs/protocol", "/v1/docs/protocol.txt", "/v1/docs/..%2Fpages.py.md",
                  "/v1/docs/%2e%2e.md", "/v1/docs/PROTOCOL.md"):
