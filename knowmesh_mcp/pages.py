@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -233,6 +234,9 @@ def page_routes(current: Callable[[], Service]) -> list[Any]:
         rest: str = request.path_params["rest"]
         if not rest.strip("/"):
             return RedirectResponse("/nodes", status_code=308)
+        if rest.endswith("/"):  # a copied or hand-typed address with a trailing slash: the page itself
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(f"/nodes/{quote(rest.rstrip('/'), safe='/')}{query}", status_code=308)
         parts = rest.split("/")
         if len(parts) == 1:
             return await ecosystem_page(request, rest)

@@ -366,6 +366,19 @@ async def test_unknown_and_invalid_ids_are_html_404s(http: httpx2.AsyncClient):
     assert (await http.post("/nodes")).status_code == 405
 
 
+async def test_an_address_with_a_trailing_slash_leads_to_its_page(service: Service, http: httpx2.AsyncClient, make_doc):
+    await service.create_node(make_doc(), agent={"id": "agent-author"})
+    for path, target in (("/nodes/python/", "/nodes/python"), (f"/nodes/{NODE}/", f"/nodes/{NODE}"),
+                         (f"/nodes/{NODE}/history//", f"/nodes/{NODE}/history"),
+                         ("/nodes/python/?q=pip", "/nodes/python?q=pip"),
+                         ("/nodes/%3Cscript%3E/", "/nodes/%3Cscript%3E")):
+        moved = await http.get(path, follow_redirects=False)
+        assert moved.status_code == 308 and moved.headers["location"] == target, path
+    page = await http.get(f"/nodes/{NODE}/", follow_redirects=True)
+    assert page.status_code == 200 and str(page.url).endswith(f"/nodes/{NODE}")
+    assert (await http.get("/nodes/python/nothing-here/", follow_redirects=True)).status_code == 404
+
+
 async def test_docs_markdown_and_html(http: httpx2.AsyncClient):
     assert pages.DOCS == DOC_NAMES  # protocol.md's Discovery list
     index = await http.get("/docs")
