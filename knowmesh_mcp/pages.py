@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -33,7 +32,7 @@ from .errors import KnowmeshError
 from .evidence_words import AnswerEvidence, answers_evidence
 from .limits import to_int
 from .outcomes import issue_markdown, issues_markdown
-from .page_shell import NODE_HEADERS, PAGE_HEADERS, absolute, e, ecosystem_href, error_page, page, search_form
+from .page_shell import NODE_HEADERS, PAGE_HEADERS, absolute, e, ecosystem_href, error_page, node_href, page, search_form
 from .service import Service
 
 __all__ = ["page_routes", "render_markdown", "safe_link"]  # the last two: older callers import them from here
@@ -236,7 +235,7 @@ def page_routes(current: Callable[[], Service]) -> list[Any]:
             return RedirectResponse("/nodes", status_code=308)
         if rest.endswith("/"):  # a copied or hand-typed address with a trailing slash: the page itself
             query = f"?{request.url.query}" if request.url.query else ""
-            return RedirectResponse(f"/nodes/{quote(rest.rstrip('/'), safe='/')}{query}", status_code=308)
+            return RedirectResponse(node_href(rest.rstrip("/")) + query, status_code=308)
         parts = rest.split("/")
         if len(parts) == 1:
             return await ecosystem_page(request, rest)
