@@ -23,14 +23,15 @@ analyser change), and records the analyser versions it indexed with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import DatabaseUnusable, KnowmeshError
-from .normalize import NORMALIZER_VERSION, signature_hash
-from .search import SEARCH_INDEX_VERSION, index_row
+from .importing import PARALLEL_FROM, index_chunk, pooled
+from .normalize import NORMALIZER_VERSION
+from .search import SEARCH_INDEX_VERSION
 from .store import STARTER_CORPUS, DuplicateRow, is_postgres, open_store
 from .store.interface import COPIED_TABLES, CopiedTable, Store, Writer
 
@@ -212,19 +213,25 @@ def _describe(table: CopiedTable, key: tuple[Any, ...]) -> str:
 
 async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Progress | None = None) -> int:
     """Signature hashes and search rows of the nodes the copy wrote, by the target's own code
-    (the steps of `Service._reindex_if_analysis_changed`), a batch of documents at a time."""
+    (the steps of `Service._reindex_if_analysis_changed`), a page of documents at a time. A big
+    copy indexes in a process pool (`importing.pooled`) while this process writes the pages
+    already indexed: indexing is most of a copy's CPU."""
     fresh_set = set(fresh)
-    total, done = len(fresh) + len(set(moved) - fresh_set), 0
-    for wanted, is_fresh in ((fresh, True), ([i for i in moved if i not in fresh_set], False)):
-        for start in range(0, len(wanted), PAGE):
-            documents = []
-            for node_id in wanted[start : start + PAGE]:
-                state = await tx.node_for_edit(node_id)
-                assert state is not None  # the copy just wrote it
-                documents.append((node_id, state[1]))
-            await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
-            await tx.write_search_rows([(node_id, index_row(d)) for node_id, d in documents], fresh=is_fresh)
-            done += len(documents)
-            if progress:  # a phase of its own: without it the bar would sit at 100% while this runs
-                progress(done, total, "nodes indexed")
+    moved = [node_id for node_id in dict.fromkeys(moved) if node_id not in fresh_set]
+    pages = [(is_fresh, wanted[start : start + PAGE])
+             for wanted, is_fresh in ((fresh, True), (moved, False)) for start in range(0, len(wanted), PAGE)]
+    total, done = len(fresh) + len(moved), 0
+
+    async def documents() -> AsyncIterator[tuple[bool, list[tuple[str, dict[str, Any]]]]]:
+        for is_fresh, ids in pages:
+            found = await tx.current_documents(ids)
+            yield is_fresh, [(node_id, found[node_id]) for node_id in ids]  # the copy just wrote each
+
+    indexed = pooled(documents(), index_chunk) if total >= PARALLEL_FROM else (index_chunk(page) async for page in documents())
+    async for is_fresh, rows in indexed:
+        await tx.set_signature_hashes((digest, node_id) for node_id, digest, _ in rows)
+        await tx.write_search_rows([(node_id, row) for node_id, _, row in rows], fresh=is_fresh)
+        done += len(rows)
+        if progress:  # a phase of its own: without it the bar would sit at 100% while this runs
+            progress(done, total, "nodes indexed")
     return total

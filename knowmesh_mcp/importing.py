@@ -12,21 +12,26 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import islice
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import KnowmeshError
 from .model import InvalidNode, validate_node
+from .normalize import signature_hash
 from .publishing import Prepared, check_overlaps, invalid_node_error
 from .search import index_row
+from .store import SearchRow
 
 PARALLEL_FROM = 5000  # documents prepared in-process before a pool takes over (its start-up is ~0.5 s)
 CHUNK = 500  # documents a worker prepares per task
 AHEAD = 4  # chunks queued beyond one per worker: the workers keep preparing while a write batch (1,000) is written
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class InvalidSource:
@@ -77,27 +82,46 @@ def _chunks(items: Iterator[tuple[str, Any]]) -> Iterator[list[tuple[str, Any]]]
 
 
 async def prepared_documents(documents: Iterable[tuple[str, Any]]) -> AsyncIterator[tuple[str, Prepared | Rejected]]:
-    """(source, outcome) of every document, in input order; past PARALLEL_FROM, from a process pool.
-
-    At most `workers + AHEAD` chunks are in flight, so memory stays bounded however long the input.
-    """
+    """(source, outcome) of every document, in input order; past PARALLEL_FROM, from a process pool."""
     items = iter(documents)
     for source, raw in islice(items, PARALLEL_FROM):
         yield source, prepare_import(raw)
-    rest = _chunks(items)
-    first = next(rest, None)
+    async for outcomes in pooled(_chunks(items), prepare_chunk):
+        for outcome in outcomes:
+            yield outcome
+
+
+async def pooled(chunks: Iterable[T] | AsyncIterable[T], task: Callable[[T], R]) -> AsyncIterator[R]:
+    """`task(chunk)` of every chunk, in order, computed by a process pool while the caller uses the
+    results already there (a pool starts only if there is a chunk).
+
+    At most `workers + AHEAD` chunks are in flight, so memory stays bounded however long the input;
+    an async `chunks` is read only as the pool needs more (it may read the caller's transaction).
+    """
+    source = chunks.__aiter__() if isinstance(chunks, AsyncIterable) else _aiter(chunks)
+    first = await anext(source, None)
     if first is None:
         return
     workers = max(1, (os.cpu_count() or 2) - 1)  # the event loop's writes and the database need a core
     loop = asyncio.get_running_loop()
     # spawn, not fork: the parent has threads (the store's), and a forked lock may never be released
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        pending = deque([loop.run_in_executor(pool, prepare_chunk, first)])
-        for chunk in rest:
-            pending.append(loop.run_in_executor(pool, prepare_chunk, chunk))
+        pending = deque([loop.run_in_executor(pool, task, first)])
+        async for chunk in source:
+            pending.append(loop.run_in_executor(pool, task, chunk))
             if len(pending) >= workers + AHEAD:
-                for outcome in await pending.popleft():
-                    yield outcome
+                yield await pending.popleft()
         while pending:
-            for outcome in await pending.popleft():
-                yield outcome
+            yield await pending.popleft()
+
+
+async def _aiter(items: Iterable[T]) -> AsyncIterator[T]:
+    for item in items:
+        yield item
+
+
+def index_chunk(chunk: tuple[bool, list[tuple[str, dict[str, Any]]]]) -> tuple[bool, list[tuple[str, str, SearchRow]]]:
+    """(flag, [(node id, signature hash, search rows)]) of a chunk of (node id, document): a worker's task
+    when a copy reindexes what it wrote (the flag rides along: whether the nodes are new)."""
+    flag, documents = chunk
+    return flag, [(node_id, signature_hash(d["signature"]["error"]), index_row(d)) for node_id, d in documents]

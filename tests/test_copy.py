@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from knowmesh_mcp import copying
 from knowmesh_mcp.cli import progress_bar
 from knowmesh_mcp.copying import copy_mesh
 from knowmesh_mcp.errors import KnowmeshError
@@ -248,6 +249,50 @@ async def test_the_copy_goes_on_where_the_source_went_on(source, tmp_path, make_
     async with opened(target) as service:
         assert await answers(service) == expected
         assert (await service.search("Frobnicator"))["results"][0]["id"] == OPEN
+
+
+def index_of(path: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of a SQLite mesh's search index, keyed by node id (pks may differ between meshes)."""
+    with sqlite3.connect(path) as connection:
+        ids = dict(connection.execute("SELECT pk, id FROM nodes"))
+        tables = {name: f"SELECT rowid, * FROM {name}" for name in SEARCH_TABLES}
+        tables |= {"node_index": "SELECT * FROM node_index", "node_signatures": "SELECT node_pk, * FROM node_signatures",
+                   "nodes": "SELECT pk, signature_hash FROM nodes", "term_counts": "SELECT 0, * FROM term_counts"}
+        return {name: sorted((ids.get(row[0]), *row[1:]) for row in connection.execute(sql))
+                for name, sql in tables.items()}
+
+
+async def test_a_big_copy_indexes_in_a_process_pool_exactly_as_a_small_one(source, tmp_path, make_doc, monkeypatch):
+    """Past PARALLEL_FROM nodes a copy's index rows come from worker processes, a page at a time,
+    while the copy writes the pages already indexed: the index is the one indexing in-process writes."""
+    serial, parallel = str(tmp_path / "serial.db"), str(tmp_path / "parallel.db")
+    await copy_mesh(source, serial)
+    pooled_pages = []
+    pooled = copying.pooled
+
+    async def counting(chunks, task):
+        async for result in pooled(chunks, task):
+            pooled_pages.append(len(result[1]))
+            yield result
+
+    monkeypatch.setattr(copying, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(copying, "PAGE", 40)
+    monkeypatch.setattr(copying, "pooled", counting)
+    first = await copy_mesh(source, parallel)
+    assert len(pooled_pages) > 3 and sum(pooled_pages) == first.reindexed == first.copied["nodes"]
+    assert index_of(parallel) == index_of(serial)
+
+    async with opened(source) as service:  # moved nodes are reindexed in the pool too
+        await edit(service, OPEN, "/title", "Frobnicator refuses", BEN)
+        await service.create_node(make_doc(id="python/copy-later", error="ModuleNotFoundError: No module named 'copytest_later'"))
+        expected = await answers(service)
+    pooled_pages.clear()
+    assert (await copy_mesh(source, parallel)).reindexed == 2 and pooled_pages == [1, 1]
+    monkeypatch.undo()
+    await copy_mesh(source, serial)
+    assert index_of(parallel) == index_of(serial)
+    async with opened(parallel) as service:
+        assert await answers(service) == expected
 
 
 async def test_a_target_holding_another_mesh_is_refused_and_left_alone(source, tmp_path, pg_database, make_doc):

@@ -202,6 +202,10 @@ class Writer(Protocol):
         """(current revision, current document, status) read inside the write transaction."""
         ...
 
+    async def current_documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """{id: current document} of those ids that exist, read inside the write transaction."""
+        ...
+
     async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
         """(id, environment) of the node's failed attempts not yet archived."""
         ...

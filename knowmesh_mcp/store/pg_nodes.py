@@ -384,6 +384,14 @@ class NodeWrites:
         rows = await self._all("SELECT id, current_version FROM nodes WHERE id = ANY(%s::text[])", (list(ids),))
         return {row[0]: row[1] for row in rows}
 
+    async def current_documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        rows = await self._all(
+            """SELECT n.id, v.document FROM nodes n JOIN node_versions v ON v.version = n.current_version
+               WHERE n.id = ANY(%s::text[])""", (list(ids),))
+        return {row[0]: json.loads(row[1]) for row in rows}
+
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
         """{id: pk} of those ids that exist (what the index rows are keyed by)."""
         if not ids:

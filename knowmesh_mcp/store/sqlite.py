@@ -456,6 +456,12 @@ class Writer(DuplicateLookup):
         rows = await self._all_in("SELECT id, current_version FROM nodes WHERE id IN ({marks})", ids)
         return {row[0]: row[1] for row in rows}
 
+    async def current_documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = await self._all_in(
+            """SELECT n.id, v.document FROM nodes n JOIN node_versions v ON v.version = n.current_version
+               WHERE n.id IN ({marks})""", ids)
+        return {row[0]: json.loads(row[1]) for row in rows}
+
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
         rows = await self._all(
