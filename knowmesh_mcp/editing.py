@@ -29,7 +29,7 @@ from .publishing import (
     prepare_off_loop,
     require_node_id,
 )
-from .reading import ReadRequest, ReadResult, parse_list
+from .reading import ReadRequest, ReadResult, editable_document, parse_list
 from .search import index_row
 from .store import Edit, RevisionRow, Store, Writer
 
@@ -79,11 +79,8 @@ class ArticleEditing:
         if row is None:
             raise not_found("node", node_id)
         await follow_redirect(self.store, node_id, row.status)
-        article = {**row.document, "status": row.status, "version": row.version}
-        article["content"] = {
-            **article["content"],
-            "solutions": [{**s, "revision": row.solution_revisions.get(s["id"], 1)} for s in article["content"]["solutions"]],
-        }
+        article = editable_document(row.document, status=row.status, version=row.version,
+                                    solution_revisions=row.solution_revisions)
         body = {
             "id": node_id, "revision": row.revision, "version": row.version, "status": row.status,
             "has_answer": row.has_answer, "updated_at": row.updated_at, "trust": "untrusted-data", "article": article,

@@ -390,7 +390,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
         id: str,
         env: Annotated[str | None, Field(description="e.g. macos-15,python-3.12,pip")] = None,
         solution: Annotated[str | None, Field(description="This solution id instead")] = None,
-        fields: Annotated[str | None, Field(description="Comma-separated subset: symptom, context, root_cause, solutions, fix, verify, outcomes, failed, boundaries, provenance")] = None,
+        fields: Annotated[str | None, Field(description="Comma-separated subset: symptom, context, root_cause, solutions, fix, verify, outcomes, failed, boundaries, provenance, article")] = None,
         include: Annotated[str | None, Field(description="alternatives, archived_failures")] = None,
         max_bytes: Annotated[int, Field(ge=MIN_BUDGET, le=1_000_000)] = 8192,
     ) -> Annotated[CallToolResult, ArticleView]:
@@ -463,9 +463,8 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             name="revise_article",
             title="Replace an article",
             description=(
-                "Replace a whole article (prefer patch_article): the complete node document, edited, and the "
-                "`revision` you read as base_revision. Validated like a new node. Returns revision_id, "
-                "undo_token."
+                "Replace a whole article (prefer patch_article): read_article's `article` (fields=article) "
+                "edited, and its `revision` as base_revision. Validated like a new node."
             ),
             annotations=APPEND,
         )

@@ -37,6 +37,7 @@ FIELD_SECTIONS: dict[str, tuple[str, ...]] = {
     "failed": ("failed_attempts",),
     "boundaries": ("boundaries",),
     "provenance": ("provenance",),
+    "article": (),  # no read section: the whole document to edit (editable_document)
 }
 INCLUDES = ("alternatives", "archived_failures")
 LIST_FIELDS = ("title", "ecosystem", "status", "has_answer", "updated_at", "signature", "path", "html_path")
@@ -175,6 +176,14 @@ def _select_solutions(
     return ([chosen] if chosen else []), blocked
 
 
+def editable_document(document: dict[str, Any], *, status: str, version: str,
+                      solution_revisions: dict[str, int]) -> dict[str, Any]:
+    """The node document as an edit takes it (revise_article's `article`): the stored document,
+    its status and version, each solution with its revision."""
+    solutions = [{**s, "revision": solution_revisions.get(s["id"], 1)} for s in document["content"]["solutions"]]
+    return {**document, "status": status, "version": version, "content": {**document["content"], "solutions": solutions}}
+
+
 def article_view(
     *,
     document: dict[str, Any],
@@ -239,6 +248,8 @@ def article_view(
         "signature": document["signature"],
         "content": view_content,
     }
+    if request.fields and "article" in request.fields:
+        body["article"] = editable_document(document, status=status, version=version, solution_revisions=solution_revisions)
     shared = _failures_view(failures or [], request, usable)
     if shared is not None:
         body["failures"] = shared
@@ -315,6 +326,8 @@ def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     whole, size = _whole(body)
     if size <= max_bytes:
         return whole
+    if "article" in body:  # whole or not at all: a revision made from a cut article would delete text
+        return _identity_only(body, size, "the article (never cut)")
     body = copy.deepcopy(body)
     cut: list[str] = []
     body["truncated"] = cut
@@ -335,9 +348,13 @@ def fit_to_budget(body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         cut.append(f"content/solutions/{solutions.pop(index)['id']}")
     if _shorten_until_it_fits(body, max_bytes, cut):
         return body
-    needed = _size(body)
+    return _identity_only(body, _size(body), "the answer")
+
+
+def _identity_only(body: dict[str, Any], needed: int, what: str) -> dict[str, Any]:
+    """The last resort of a bound: the node's identity, and the max_bytes `what` needs."""
     small = {key: body[key] for key in IDENTITY_FIELDS if key in body}
-    small["truncated"] = [f"everything but the node's identity: the answer needs max_bytes >= {needed}"]
+    small["truncated"] = [f"everything but the node's identity: {what} needs max_bytes >= {needed}"]
     small["needed_bytes"] = needed
     return small
 

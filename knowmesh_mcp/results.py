@@ -284,6 +284,7 @@ class ArticleView(Result):
     env: Environment | None = optional("Your parsed environment, or null")
     signature: NodeSignature = optional("The error signature")
     content: ArticleContent = optional("The article sections")
+    article: dict[str, Any] = optional("fields=article: the document revise_article takes")
     failures: list[SharedFailure] = optional("Shared failed approaches for your environment while no answer is usable")
     stats: Stats = optional("Outcome statistics")
     next: NextSteps = optional("Ready requests when no answer is usable")

@@ -296,6 +296,7 @@ async def test_http_routes(node: Service):
         assert stale.status_code == 409
         assert stale.json()["error"]["code"] == "revision_conflict" and stale.json()["error"]["current_revision"] == 2
         article = (await client.get(f"/v1/nodes/{NODE}/article")).json()["article"]
+        assert (await client.get(f"/v1/nodes/{NODE}", params={"fields": "article"})).json()["article"] == article
         article["content"]["symptom"] = "Revised over HTTP."
         revised = await client.post(f"/v1/nodes/{NODE}/article/revisions",
                                     json={"base_revision": 2, "article": article, "agent": AGENT, "summary": "whole"})
@@ -331,11 +332,19 @@ async def test_mcp_tools(node: Service, mode, mcp_connect):
         stale = await client.call_tool("patch_article", {"id": NODE, "base_revision": 1, "summary": "late", "agent": AGENT,
                                                          "ops": [{"op": "set", "path": "/title", "value": "x"}]})
         assert stale.is_error and json.loads(stale.content[0].text)["error"]["code"] == "revision_conflict"
-        article = (await node.read_article(NODE)).body["article"]
+        read = await client.call_tool("read_article", {"id": NODE, "fields": "article", "max_bytes": 100_000})
+        assert read.structured_content["revision"] == 2 and read.structured_content["truncated"] == []
+        article = read.structured_content["article"]
+        assert article == (await node.read_article(NODE)).body["article"]  # what GET .../article gives
         article["title"] = "Whole document over MCP"
         revised = await client.call_tool("revise_article", {"id": NODE, "base_revision": 2, "article": article,
                                                             "summary": "whole", "agent": AGENT})
         assert not revised.is_error, revised.content
+        changes = revised.structured_content["changes"]
+        assert [c["path"] for c in changes] == ["/title"]  # the read-back document changed nothing else
+        small = await client.call_tool("read_article", {"id": NODE, "fields": "article", "max_bytes": 1024})
+        assert "article" not in small.structured_content  # never a cut document to revise from
+        assert small.structured_content["needed_bytes"] > 1024
         undone = await client.call_tool("undo_edit", {"revision_id": result["revision_id"], "undo_token": result["undo_token"],
                                                       "summary": "undo", "agent": AGENT})
         assert not undone.is_error and undone.structured_content["kind"] == "undo"

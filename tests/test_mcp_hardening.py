@@ -171,7 +171,7 @@ async def test_every_tool_result_matches_its_declared_output_schema(service, mak
                                              "agent": {"id": "agent-a"},
                                              "ops": [{"op": "set", "path": "/content/solutions/venv-linux/fix/0",
                                                       "value": "python3 -m venv --clear .venv"}]})
-        article = (await service.read_article(node)).body["article"]
+        article = (await ok("read_article", {"id": node, "fields": "article", "max_bytes": 100_000}))["article"]
         article["title"] = "ModuleNotFoundError although pip installed the package"
         await ok("revise_article", {"id": node, "base_revision": patched["revision"], "article": article,
                                     "summary": "sharper title", "agent": {"id": "agent-b"}})
