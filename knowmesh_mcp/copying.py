@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DatabaseUnusable, KnowmeshError
-from .importing import PARALLEL_FROM, index_chunk, pooled
+from .importing import index_pages
 from .normalize import NORMALIZER_VERSION
 from .search import SEARCH_INDEX_VERSION
 from .store import STARTER_CORPUS, DuplicateRow, is_postgres, open_store
@@ -214,7 +214,7 @@ def _describe(table: CopiedTable, key: tuple[Any, ...]) -> str:
 async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Progress | None = None) -> int:
     """Signature hashes and search rows of the nodes the copy wrote, by the target's own code
     (the steps of `Service._reindex_if_analysis_changed`), a page of documents at a time. A big
-    copy indexes in a process pool (`importing.pooled`) while this process writes the pages
+    copy indexes in a process pool (`importing.index_pages`) while this process writes the pages
     already indexed: indexing is most of a copy's CPU."""
     fresh_set = set(fresh)
     moved = [node_id for node_id in dict.fromkeys(moved) if node_id not in fresh_set]
@@ -227,8 +227,7 @@ async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Pro
             found = await tx.current_documents(ids)
             yield is_fresh, [(node_id, found[node_id]) for node_id in ids]  # the copy just wrote each
 
-    indexed = pooled(documents(), index_chunk) if total >= PARALLEL_FROM else (index_chunk(page) async for page in documents())
-    async for is_fresh, rows in indexed:
+    async for is_fresh, rows in index_pages(documents(), total):
         await tx.set_signature_hashes((digest, node_id) for node_id, digest, _ in rows)
         await tx.write_search_rows([(node_id, row) for node_id, _, row in rows], fresh=is_fresh)
         done += len(rows)

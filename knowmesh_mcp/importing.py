@@ -120,8 +120,21 @@ async def _aiter(items: Iterable[T]) -> AsyncIterator[T]:
         yield item
 
 
-def index_chunk(chunk: tuple[bool, list[tuple[str, dict[str, Any]]]]) -> tuple[bool, list[tuple[str, str, SearchRow]]]:
-    """(flag, [(node id, signature hash, search rows)]) of a chunk of (node id, document): a worker's task
-    when a copy reindexes what it wrote (the flag rides along: whether the nodes are new)."""
+IndexPage = tuple[bool, list[tuple[str, dict[str, Any]]]]  # (flag, [(node id, document)])
+IndexedPage = tuple[bool, list[tuple[str, str, SearchRow]]]  # (flag, [(node id, signature hash, search rows)])
+
+
+def index_chunk(chunk: IndexPage) -> IndexedPage:
+    """The signature hash and search rows of each document of a page: a worker's task when a copy
+    or an upgrade reindexes (the flag rides along: for a copy, whether the nodes are new)."""
     flag, documents = chunk
     return flag, [(node_id, signature_hash(d["signature"]["error"]), index_row(d)) for node_id, d in documents]
+
+
+def index_pages(pages: Iterable[IndexPage] | AsyncIterable[IndexPage], total: int) -> AsyncIterator[IndexedPage]:
+    """`index_chunk` of every page, in order: in a process pool when `total` documents are worth
+    its start-up, here otherwise."""
+    if total >= PARALLEL_FROM:
+        return pooled(pages, index_chunk)
+    source = pages if isinstance(pages, AsyncIterable) else _aiter(pages)
+    return (index_chunk(page) async for page in source)

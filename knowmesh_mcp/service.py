@@ -29,10 +29,10 @@ from .editing import ArticleEditing
 from .environment import Environment, parse_env
 from .errors import KnowmeshError, bad_parameter, not_found
 from .identity import Actor, acting
-from .importing import InvalidSource, Rejected, prepared_documents
+from .importing import CHUNK, InvalidSource, Rejected, index_pages, prepared_documents
 from .evidence import Evidence, best_answer_state
 from .model import MAX_ID_LENGTH, SEGMENT_RE, canonical_json
-from .normalize import NORMALIZER_VERSION, canonical_ecosystem, signature_hash
+from .normalize import NORMALIZER_VERSION, canonical_ecosystem
 from .outcomes import (
     Dedupe,
     FailedAttempts,
@@ -58,7 +58,6 @@ from .search import (
     SEARCH_INDEX_VERSION,
     QueryPlan,
     find,
-    index_row,
     similar_nodes,
 )
 from .store import STARTER_CORPUS, NewNode, StatsRow, Store, open_store, store_dir
@@ -174,14 +173,16 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         if normalizer == str(NORMALIZER_VERSION) and index == str(SEARCH_INDEX_VERSION):
             return
         documents = [(document["id"], document) async for document, _, _ in self.store.iter_current_documents()]
-        rows = []
-        for done, (node_id, document) in enumerate(documents, start=1):
-            rows.append((node_id, index_row(document)))
-            if progress is not None and (done % 500 == 0 or done == len(documents)):
-                progress(done, len(documents))
+        pages = [(False, documents[start : start + CHUNK]) for start in range(0, len(documents), CHUNK)]
+        done = 0
         async with self.store.bulk_import(), self.store.write() as tx:  # a whole index rewritten: as an import
-            await tx.set_signature_hashes((signature_hash(d["signature"]["error"]), node_id) for node_id, d in documents)
-            await tx.write_search_rows(rows)
+            # a big mesh's pages are indexed in a process pool while this process writes those indexed
+            async for _, rows in index_pages(pages, len(documents)):
+                await tx.set_signature_hashes((digest, node_id) for node_id, digest, _ in rows)
+                await tx.write_search_rows([(node_id, row) for node_id, _, row in rows])
+                done += len(rows)
+                if progress is not None:
+                    progress(done, len(documents))
             await tx.set_meta("normalizer_version", str(NORMALIZER_VERSION))
             await tx.set_meta("search_index_version", str(SEARCH_INDEX_VERSION))
 

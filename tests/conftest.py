@@ -282,6 +282,17 @@ async def both_stores(tmp_path, pg_database: str) -> AsyncIterator[dict[str, Any
 SEARCH_TABLES = ("node_search", "node_heads", "node_grams")  # SQLite's FTS5 tables of the search index
 
 
+def index_of(path: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of a SQLite mesh's search index, keyed by node id (pks may differ between meshes)."""
+    with sqlite3.connect(path) as connection:
+        ids = dict(connection.execute("SELECT pk, id FROM nodes"))
+        tables = {name: f"SELECT rowid, * FROM {name}" for name in SEARCH_TABLES}
+        tables |= {"node_index": "SELECT * FROM node_index", "node_signatures": "SELECT node_pk, * FROM node_signatures",
+                   "nodes": "SELECT pk, signature_hash FROM nodes", "term_counts": "SELECT 0, * FROM term_counts"}
+        return {name: sorted((ids.get(row[0]), *row[1:]) for row in connection.execute(sql))
+                for name, sql in tables.items()}
+
+
 def fts5_segments(path, table: str) -> int:
     """How many segments an FTS5 table's index holds: its structure record (row 10 of `%_data`) is a
     4-byte cookie, then the number of levels and the number of segments as varints (fts5_index.c)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp import copying
+from knowmesh_mcp import copying, importing
 from knowmesh_mcp.cli import progress_bar
 from knowmesh_mcp.copying import copy_mesh
 from knowmesh_mcp.errors import KnowmeshError
@@ -20,7 +20,7 @@ from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
 
-from conftest import SEARCH_TABLES, fts5_segments, new_pg_database, opened, serving
+from conftest import SEARCH_TABLES, fts5_segments, index_of, new_pg_database, opened, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -251,33 +251,22 @@ async def test_the_copy_goes_on_where_the_source_went_on(source, tmp_path, make_
         assert (await service.search("Frobnicator"))["results"][0]["id"] == OPEN
 
 
-def index_of(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of a SQLite mesh's search index, keyed by node id (pks may differ between meshes)."""
-    with sqlite3.connect(path) as connection:
-        ids = dict(connection.execute("SELECT pk, id FROM nodes"))
-        tables = {name: f"SELECT rowid, * FROM {name}" for name in SEARCH_TABLES}
-        tables |= {"node_index": "SELECT * FROM node_index", "node_signatures": "SELECT node_pk, * FROM node_signatures",
-                   "nodes": "SELECT pk, signature_hash FROM nodes", "term_counts": "SELECT 0, * FROM term_counts"}
-        return {name: sorted((ids.get(row[0]), *row[1:]) for row in connection.execute(sql))
-                for name, sql in tables.items()}
-
-
 async def test_a_big_copy_indexes_in_a_process_pool_exactly_as_a_small_one(source, tmp_path, make_doc, monkeypatch):
     """Past PARALLEL_FROM nodes a copy's index rows come from worker processes, a page at a time,
     while the copy writes the pages already indexed: the index is the one indexing in-process writes."""
     serial, parallel = str(tmp_path / "serial.db"), str(tmp_path / "parallel.db")
     await copy_mesh(source, serial)
     pooled_pages = []
-    pooled = copying.pooled
+    pooled = importing.pooled
 
     async def counting(chunks, task):
         async for result in pooled(chunks, task):
             pooled_pages.append(len(result[1]))
             yield result
 
-    monkeypatch.setattr(copying, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(importing, "PARALLEL_FROM", 1)
     monkeypatch.setattr(copying, "PAGE", 40)
-    monkeypatch.setattr(copying, "pooled", counting)
+    monkeypatch.setattr(importing, "pooled", counting)
     first = await copy_mesh(source, parallel)
     assert len(pooled_pages) > 3 and sum(pooled_pages) == first.reindexed == first.copied["nodes"]
     assert index_of(parallel) == index_of(serial)

@@ -15,7 +15,7 @@ from knowmesh_mcp import service as service_module
 from knowmesh_mcp.importing import InvalidSource
 from knowmesh_mcp.service import Service
 
-from conftest import SEARCH_TABLES, fts5_segments
+from conftest import SEARCH_TABLES, fts5_segments, index_of
 
 pytestmark = pytest.mark.anyio
 
@@ -105,3 +105,44 @@ async def test_a_big_import_merges_each_search_table_into_one_segment(tmp_path, 
         await service.close()
     assert found["results"][0]["id"] == "python/segment-7"
     assert [fts5_segments(path, table) for table in SEARCH_TABLES] == [1, 1, 1]
+
+
+def stale_search_index(path) -> None:
+    """As an upgrade of the search code leaves a mesh: its index built by an older version."""
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE meta SET value = '0' WHERE key = 'search_index_version'")
+    connection.close()
+
+
+async def test_an_upgrade_rebuilds_a_big_index_in_a_process_pool_exactly_as_in_process(tmp_path, make_doc, monkeypatch):
+    """Opening a mesh whose index an older version built rebuilds it; past PARALLEL_FROM nodes the
+    pages are indexed by worker processes while the open writes those already indexed."""
+    items = [(f"n{i}.json", make_doc(id=f"python/upgrade-{i}", error=f"ImportError: cannot import name 'u{i}' from 'pkg{i}'"))
+             for i in range(90)]
+    path = tmp_path / "mesh.db"
+    await import_into(path, items)
+    built = index_of(str(path))
+    pooled_pages: list[int] = []
+    pooled = importing.pooled
+
+    async def counting(chunks, task):
+        async for result in pooled(chunks, task):
+            pooled_pages.append(len(result[1]))
+            yield result
+
+    for parallel_from in (importing.PARALLEL_FROM, 1):  # in-process (90 nodes), then in the pool
+        monkeypatch.setattr(importing, "PARALLEL_FROM", parallel_from)
+        monkeypatch.setattr(importing, "pooled", counting)
+        monkeypatch.setattr(service_module, "CHUNK", 20)
+        stale_search_index(path)
+        seen: list[tuple[int, int]] = []
+        service = await Service.open(path, seed=False, progress=lambda done, total: seen.append((done, total)))
+        try:
+            found = await service.search("ImportError: cannot import name 'u77' from 'pkg77'")
+        finally:
+            await service.close()
+        assert found["results"][0]["id"] == "python/upgrade-77"
+        assert seen == [(20, 90), (40, 90), (60, 90), (80, 90), (90, 90)]
+        assert index_of(str(path)) == built
+    assert pooled_pages == [20, 20, 20, 20, 10]  # the in-process rebuild started no pool
+
