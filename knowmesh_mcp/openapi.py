@@ -21,6 +21,7 @@ from pydantic.json_schema import models_json_schema
 from . import bodies, results
 from .limits import MAX_INT
 from .model import SEGMENT
+from .reading import FIELD_SECTIONS
 
 JSON = "application/json"
 MARKDOWN = "text/markdown"
@@ -83,7 +84,7 @@ LIMIT = Param("limit", "How many to return", integer=True)
 READ = (
     Param("env", "Your environment, e.g. macos-15,python-3.12,pip,arm64: serves the one answer for it"),
     Param("solution", "Serve this answer id only"),
-    Param("fields", "Comma-separated sections to keep, e.g. signature,content.solutions"),
+    Param("fields", "Comma-separated sections to keep, of " + ", ".join(FIELD_SECTIONS) + " (article: the document to edit)"),
     Param("include", "alternatives, archived_failures (comma-separated)"),
 )
 SEARCH = (
