@@ -360,9 +360,13 @@ async def _sync(args: argparse.Namespace) -> int:
         span = f"revision {moved[0]}" if len(moved) == 1 else f"revisions {moved[0]}-{moved[-1]}"
         print(f"conflict {conflict['id']}: local {span} moved aside, the local edit {kept} "
               f"on top of remote revision {conflict['remote_revision']}{both}")
+    for change in report.statuses:
+        print(f"status {change['id']}: {change['from']} -> {change['to']}, as on the remote")
+    for merge in report.merged:
+        print(f"merged {merge['id']} into {merge['canonical']}, as on the remote")
     summary = (f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
                f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}, outcome reports {report.evidence}")
-    if not report.created and not report.updated and not report.evidence:
+    if not (report.created or report.updated or report.evidence or report.statuses or report.merged):
         summary += " (nothing to change)"
     print(summary)
     return 0

@@ -504,6 +504,7 @@ class Change(Result):
     needs_review: bool = Field(description="True when review_reasons is present")
     review_reasons: list[ReviewReason] = optional("Why it needs attention")
     evidence_seq: int = Field(description="The node's last feedback id: grows with new evidence")
+    merged_from: list[str] = optional("Nodes a maintainer merged into this one: they answer with it")
 
 
 class ChangesPage(Result):

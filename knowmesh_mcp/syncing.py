@@ -47,12 +47,14 @@ class SyncReport:
     unchanged: int = 0
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     evidence: int = 0  # outcome reports copied
+    statuses: list[dict[str, str]] = field(default_factory=list)  # {id, from, to}: a maintainer's change there
+    merged: list[dict[str, str]] = field(default_factory=list)  # {id, canonical}: merged there, so here too
     cursor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"remote": self.remote, "created": self.created, "updated": self.updated,
                 "unchanged": self.unchanged, "conflicts": self.conflicts, "evidence": self.evidence,
-                "cursor": self.cursor}
+                "statuses": self.statuses, "merged": self.merged, "cursor": self.cursor}
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class NodePlan:
     revised: bool  # the remote has revisions past the merge base (or it is unknown)
     evidence_after: int
     new_evidence: bool
+    merged_from: tuple[str, ...] = ()  # nodes the remote merged into this one
 
 
 class Syncing:
@@ -129,10 +132,12 @@ class Syncing:
         for node_id, entry in zip(ids, entries):
             base, evidence_after = synced.get(node_id, (None, 0))
             evidence_seq = entry.get("evidence_seq")
+            merged = entry.get("merged_from")
             plans.append(NodePlan(
                 node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
                 revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
                 new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
+                merged_from=tuple(require_node_id(m) for m in merged if m != node_id) if isinstance(merged, list) else (),
             ))
         return plans
 
@@ -141,10 +146,56 @@ class Syncing:
         written = await self._sync_revisions(remote_url, plan, await history, report) if history else None
         pulled = await self._sync_evidence(remote_url, mesh, plan.node_id, plan.evidence_after) if plan.new_evidence else 0
         report.evidence += pulled
+        # a status change or a merge writes no revision: the feed's entry is all that says so
+        restated = not written and await self._sync_status(remote_url, plan, report)
+        merged = bool(plan.merged_from) and await self._sync_merges(remote_url, plan, report)
         if written:
             (report.created if written == "created" else report.updated).append(plan.node_id)
-        elif not pulled:
+        elif not (pulled or restated or merged):
             report.unchanged += 1
+
+    async def _sync_status(self, remote_url: str, plan: NodePlan, report: SyncReport) -> bool:
+        """Take the remote's status (a maintainer promoted, set back or deprecated the node there) when
+        it differs here; recorded in the audit log as this mesh's own act, naming the remote."""
+        row = await self.store.get_node(plan.node_id)
+        if row is None or row.status == plan.status:
+            return False
+        agent = await self.local_agent_id()
+        async with self.store.write() as tx:
+            state = await tx.node_for_edit(plan.node_id)
+            if state is None or state[2] == plan.status or await tx.redirect(plan.node_id) is not None:
+                return False
+            _, document, previous = state
+            if plan.status == "verified" and not document["content"]["solutions"]:
+                return False  # the answer it was verified with did not reach this mesh (a kept local edit)
+            await tx.set_node_status(plan.node_id, plan.status)
+            await tx.insert_maintainer_action("set_status", plan.node_id,
+                                              {"from": previous, "to": plan.status, "synced_from": remote_url},
+                                              None, agent, "local")
+        report.statuses.append({"id": plan.node_id, "from": previous, "to": plan.status})
+        return True
+
+    async def _sync_merges(self, remote_url: str, plan: NodePlan, report: SyncReport) -> bool:
+        """The remote merged these nodes into this one: here too each is deprecated and answers with it
+        (301 over HTTP). The canonical node's entry says so, and it comes after the merged ones (a merge
+        touches it last), so they are here by then."""
+        canonical, done = plan.node_id, []
+        agent = await self.local_agent_id()
+        async with self.store.write() as tx:
+            if await tx.node_for_edit(canonical) is None or await tx.redirect(canonical) is not None:
+                return False
+            for merged in plan.merged_from:
+                state = await tx.node_for_edit(merged)
+                if state is None or await tx.redirect(merged) is not None:
+                    continue  # never synced here, or already merged
+                await tx.set_node_status(merged, "deprecated")
+                action = await tx.insert_maintainer_action(
+                    "merge", merged, {"canonical": canonical, "from": state[2], "to": "deprecated", "synced_from": remote_url},
+                    None, agent, "local")
+                await tx.insert_redirect(merged, canonical, action)
+                done.append(merged)
+        report.merged += [{"id": merged, "canonical": canonical} for merged in done]
+        return bool(done)
 
     async def _sync_revisions(self, remote_url: str, plan: NodePlan, history: dict[str, Any],
                               report: SyncReport) -> str | None:

@@ -16,6 +16,7 @@ from conftest import opened, serving
 from knowmesh_mcp.cli import progress_bar
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.identity import Actor
 from knowmesh_mcp.service import Service
 
 pytestmark = pytest.mark.anyio
@@ -245,3 +246,39 @@ async def test_team_evidence_arrives_and_a_known_failed_answer_is_withheld_here_
     assert sorted(row["agent_id"] for row in history["feedback"]) == ["me", "team-a", "team-a", "team-b"]
     last = await personal.sync_from(team_url)
     assert (last.evidence, last.unchanged) == (0, 0) and last.created == last.updated == []
+
+
+async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_synced_before(team, team_url, personal, make_doc):
+    """Neither writes a revision: the feed's status and `merged_from` carry them."""
+    for n in range(3):
+        await team.create_node(node(make_doc, n), agent=AGENT)
+    await personal.sync_from(team_url)
+    mia, alice, bob = Actor("mia", "token", role="maintainer"), Actor("alice", "token"), Actor("bob", "token")
+    await team.set_status("python/team-0", "verified", note="works everywhere", actor=mia)
+    task = await team.open_dedupe_task({"node": "python/team-1", "candidate": "python/team-2"}, actor=alice)
+    for voter in (alice, bob):
+        await team.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": "python/team-2"}, actor=voter)
+    await team.confirm_merge(task["task_id"], note="one problem", actor=mia)
+
+    report = await personal.sync_from(team_url)
+    assert report.statuses == [{"id": "python/team-0", "from": "draft", "to": "verified"},
+                               {"id": "python/team-1", "from": "draft", "to": "deprecated"}]
+    assert report.merged == [{"id": "python/team-1", "canonical": "python/team-2"}]
+    assert (report.created, report.updated, report.unchanged) == ([], [], 0)  # each of the three entries changed something
+    assert (await personal.read_node("python/team-0")).body["status"] == "verified"
+    read = await personal.read_view("python/team-1")
+    assert (read["id"], read["merged_from"]) == ("python/team-2", "python/team-1")
+    found = await personal.search("ModuleNotFoundError: No module named 'team_pkg_1'")
+    assert "python/team-1" not in [r["id"] for r in found["results"]]
+    async with serving(build_app(service=personal)) as personal_url, httpx2.AsyncClient(timeout=10) as client:
+        for url in (team_url, personal_url):
+            moved = await client.get(url + "/v1/nodes/python/team-1", follow_redirects=False)
+            assert moved.status_code == 301 and moved.headers["location"].endswith("/v1/nodes/python/team-2")
+    log = (await personal.audit_log())["actions"]
+    assert [(a["action"], a["target"], a["synced_from"]) for a in log] == [
+        ("set_status", "python/team-0", team_url), ("set_status", "python/team-1", team_url),
+        ("merge", "python/team-1", team_url)]
+
+    again = await personal.sync_from(team_url)
+    assert (again.statuses, again.merged, again.unchanged) == ([], [], 0)
+
