@@ -6,13 +6,16 @@ the HTTP app's bearer backend calls `verify_token`. Depends on `identity` and `s
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import KnowmeshError, bad_parameter
 from .identity import MAX_AGENT_ID, ROLES, Credential, new_token, token_digest
 from .store import Store, utc_now
+from .store.rows import TOKEN_ID_LENGTH
 
+TOKEN_ID = re.compile(f"[0-9a-f]{{{TOKEN_ID_LENGTH}}}")
 TOUCH_EVERY = timedelta(minutes=1)  # `last used` is a date for people, not a counter: one write a minute at most
 
 
@@ -27,18 +30,23 @@ class AgentTokens:
         if role not in ROLES:
             raise bad_parameter("role", f"role must be one of {', '.join(ROLES)}")
         token = new_token()
+        digest = token_digest(token)
         async with self.store.write() as tx:
-            await tx.add_token(token_digest(token), agent_id.strip(), role)
-        return {"agent_id": agent_id.strip(), "role": role, "token": token}
+            await tx.add_token(digest, agent_id.strip(), role)
+        return {"agent_id": agent_id.strip(), "role": role, "token": token, "id": digest[:TOKEN_ID_LENGTH]}
 
     async def list_tokens(self) -> list[dict[str, Any]]:
         return await self.store.tokens()
 
-    async def revoke_tokens(self, agent_id: str) -> int:
+    async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
+        """Revoke every live token of `agent_id`, or with `token_id` (as `token list` shows it) that one only."""
+        if token_id is not None and not TOKEN_ID.fullmatch(token_id):
+            raise bad_parameter("token_id", f"a token id is the {TOKEN_ID_LENGTH} hex characters `token list` shows")
         async with self.store.write() as tx:
-            revoked = await tx.revoke_tokens(agent_id)
+            revoked = await tx.revoke_tokens(agent_id, token_id)
         if not revoked:
-            raise KnowmeshError(404, "token_not_found", f"agent {agent_id!r} has no live token")
+            which = f"live token {token_id}" if token_id else "live token"
+            raise KnowmeshError(404, "token_not_found", f"agent {agent_id!r} has no {which}")
         return revoked
 
     async def verify_token(self, token: str) -> Credential | None:

@@ -167,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="maintainers may also promote, deprecate, merge and close issues")
     token_list = token_commands.add_parser("list", help="agents with tokens: role, created, last used")
     token_list.add_argument("--json", action="store_true", help="print the list as JSON")
-    token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID")
+    token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID (with --id, one)")
     token_revoke.add_argument("agent_id", metavar="AGENT_ID")
+    token_revoke.add_argument("--id", dest="token_id", metavar="ID", help="only this token (its ID in `token list`)")
 
     doctor = commands.add_parser("doctor", parents=[common], help="check the database and say what a user needs to know")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -378,7 +379,7 @@ async def _token(args: argparse.Namespace) -> int:
         if args.token_command == "add":
             made = await service.add_token(args.agent_id, role=args.role)
             print(made["token"])
-            print(f"token for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
+            print(f"token {made['id']} for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
                   "Send it as `Authorization: Bearer <token>`, or set KNOWMESH_TOKEN.", file=sys.stderr)
         elif args.token_command == "list":
             listed = await service.list_tokens()
@@ -388,13 +389,13 @@ async def _token(args: argparse.Namespace) -> int:
                 print("no tokens: add one with `knowmesh-mcp token add AGENT_ID`")
             else:
                 width = max(len("AGENT"), *(len(row["agent_id"]) for row in listed))
-                print(f"{'AGENT':<{width}}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
+                print(f"{'ID':<8}  {'AGENT':<{width}}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
                 for row in listed:
                     state = "revoked" if row["revoked_at"] else "live"
-                    print(f"{row['agent_id']:<{width}}  {row['role']:<10}  {minute(row['created_at']):<20}  "
+                    print(f"{row['id']:<8}  {row['agent_id']:<{width}}  {row['role']:<10}  {minute(row['created_at']):<20}  "
                           f"{minute(row['last_used_at']):<20}  {state}")
         else:
-            revoked = await service.revoke_tokens(args.agent_id)
+            revoked = await service.revoke_tokens(args.agent_id, args.token_id)
             print(f"revoked {revoked} token(s) of {args.agent_id}")
     finally:
         await service.close()

@@ -335,6 +335,13 @@ async def test_tokens_and_meta(both_stores, clock):
         async with store.write() as tx:
             out["revoked"] = [await tx.revoke_tokens("alice"), await tx.revoke_tokens("alice"), await tx.revoke_tokens("x")]
         out["after_revoke"] = [await store.token("h-alice"), await store.token("h-bob")]
+        first, second = "c0ffee01" + "a" * 56, "c0ffee02" + "b" * 56
+        async with store.write() as tx:
+            await tx.add_token(first, "carol", "agent")
+            await tx.add_token(second, "carol", "agent")
+            out["revoked_one"] = [await tx.revoke_tokens("carol", "c0ffee01"), await tx.revoke_tokens("carol", "c0ffee01"),
+                                  await tx.revoke_tokens("alice", "c0ffee02")]
+        out["carol"] = [await store.token(first), await store.token(second)]
         out["tokens"] = await store.tokens()
         out["meta"] = [await store.get_meta("k"), await store.get_meta("gone"), await store.get_meta("never")]
         return out
@@ -343,8 +350,10 @@ async def test_tokens_and_meta(both_stores, clock):
     assert out["token"] == [("alice", "agent", None), None]
     assert out["touched"][2] == "2026-01-01T00:00:05.000000Z"
     assert out["revoked"] == [2, 0, 0] and out["after_revoke"] == [None, ("bob", "maintainer", None)]
-    assert [(t["agent_id"], t["revoked_at"] is not None) for t in out["tokens"]] == [
-        ("alice", True), ("bob", False), ("alice", True)]
+    assert out["revoked_one"] == [1, 0, 0] and out["carol"] == [None, ("carol", "agent", None)]
+    assert [(t["id"], t["agent_id"], t["revoked_at"] is not None) for t in out["tokens"]] == [
+        ("h-alice", "alice", True), ("h-bob", "bob", False), ("h-alice-", "alice", True),
+        ("c0ffee01", "carol", True), ("c0ffee02", "carol", False)]
     assert out["meta"] == ["two", None, None]
 
 

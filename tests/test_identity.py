@@ -317,6 +317,13 @@ async def test_token_add_list_revoke_from_the_command_line(tmp_path):
     assert "alice" in listed.stdout and "maintainer" in listed.stdout and token not in listed.stdout
     as_json = json.loads(cli("token", "list", "--json", db=db).stdout)
     assert [(t["agent_id"], t["role"], t["last_used_at"]) for t in as_json] == [("alice", "maintainer", None)]
+    laptop, ci = (cli("token", "add", "bob", db=db) for _ in range(2))
+    ci_id = json.loads(cli("token", "list", "--json", db=db).stdout)[-1]["id"]
+    assert f"token {ci_id} for bob" in ci.stderr and f"{ci_id}  bob" in cli("token", "list", db=db).stdout
+    one = cli("token", "revoke", "bob", "--id", ci_id, db=db)  # the leaked CI token, not the laptop's
+    assert one.returncode == 0 and "revoked 1 token(s) of bob" in one.stdout
+    assert "token_not_found" in cli("token", "revoke", "bob", "--id", ci_id, db=db).stderr
+    assert "token id" in cli("token", "revoke", "bob", "--id", "xyz", db=db).stderr
     assert cli("token", "revoke", "alice", db=db).returncode == 0
     missing = cli("token", "revoke", "alice", db=db)
     assert missing.returncode == 2 and "token_not_found" in missing.stderr
@@ -324,6 +331,8 @@ async def test_token_add_list_revoke_from_the_command_line(tmp_path):
     assert bad.returncode == 2 and "agent id" in bad.stderr
     async with opened(db) as service:
         assert await service.verify_token(token) is None
+        assert await service.verify_token(ci.stdout.strip()) is None
+        assert (await service.verify_token(laptop.stdout.strip())).agent_id == "bob"
 
 
 # -- write limits and dedupe votes -------------------------------------------------------------

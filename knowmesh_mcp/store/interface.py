@@ -228,7 +228,8 @@ class Writer(Protocol):
     async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         ...
 
-    async def revoke_tokens(self, agent_id: str) -> int:
+    async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
+        """Revoke the agent's live tokens (with `token_id`, only the one whose hash starts with it)."""
         ...
 
     async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..identity import agent_object
-from .rows import DuplicateRow, StatsRow
+from .rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DuplicateRow, StatsRow
 from .sqlite import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 
 # The key `insert_row` returns (SQLite's rowid): the identity column of each table it is given.
@@ -57,13 +57,13 @@ class EvidenceReads:
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def tokens(self) -> list[dict[str, Any]]:
-        """Every token's agent, role and dates (never the hash), oldest first."""
+        """Every token's id (the start of its hash), agent, role and dates, oldest first."""
         rows = await self._fetchall(
-            """SELECT agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens
-               ORDER BY created_at COLLATE "C", agent_id COLLATE "C"
-            """
+            """SELECT substr(token_hash, 1, %s), agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens
+               ORDER BY created_at COLLATE "C", agent_id COLLATE "C", token_hash COLLATE "C"
+            """, (TOKEN_ID_LENGTH,)
         )
-        return [dict(zip(("agent_id", "role", "created_at", "last_used_at", "revoked_at"), row)) for row in rows]
+        return [dict(zip(TOKEN_FIELDS, row)) for row in rows]
 
     # -- evidence ----------------------------------------------------------------------------
 
@@ -381,9 +381,11 @@ class EvidenceWrites:
             (token_hash, agent_id, role, utc_now()),
         )
 
-    async def revoke_tokens(self, agent_id: str) -> int:
+    async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
         cursor = await self.connection.execute(
-            "UPDATE agent_tokens SET revoked_at = %s WHERE agent_id = %s AND revoked_at IS NULL", (utc_now(), agent_id)
+            """UPDATE agent_tokens SET revoked_at = %s
+               WHERE agent_id = %s AND revoked_at IS NULL AND (%s::text IS NULL OR substr(token_hash, 1, %s) = %s)""",
+            (utc_now(), agent_id, token_id, TOKEN_ID_LENGTH, token_id),
         )
         return cursor.rowcount
 

@@ -9,6 +9,11 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 
+# A token's id: the start of its hash, enough to tell an agent's tokens apart, nothing to guess it by.
+TOKEN_ID_LENGTH = 8
+TOKEN_FIELDS = ("id", "agent_id", "role", "created_at", "last_used_at", "revoked_at")  # of `Store.tokens`
+
+
 class DuplicateRow(Exception):
     """A unique rule refused a row (a second vote of one agent, a duplicate report): every backend
     raises this, never its driver's own error, so the service stays backend-blind."""

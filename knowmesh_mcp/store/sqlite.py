@@ -39,6 +39,8 @@ from .rows import (
     SyncedHead,
     SyncedRevision,
     TermQuery,
+    TOKEN_FIELDS,
+    TOKEN_ID_LENGTH,
 )
 
 BUSY_TIMEOUT_MS = 10_000
@@ -615,9 +617,11 @@ class Writer(DuplicateLookup):
             (token_hash, agent_id, role, utc_now()),
         )
 
-    async def revoke_tokens(self, agent_id: str) -> int:
+    async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
         cursor = await self.connection.execute(
-            "UPDATE agent_tokens SET revoked_at = ? WHERE agent_id = ? AND revoked_at IS NULL", (utc_now(), agent_id)
+            """UPDATE agent_tokens SET revoked_at = ?
+               WHERE agent_id = ? AND revoked_at IS NULL AND (? IS NULL OR substr(token_hash, 1, ?) = ?)""",
+            (utc_now(), agent_id, token_id, TOKEN_ID_LENGTH, token_id),
         )
         return cursor.rowcount
 
@@ -839,11 +843,12 @@ class Store:
         return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def tokens(self) -> list[dict[str, Any]]:
-        """Every token's agent, role and dates (never the hash), oldest first."""
+        """Every token's id (the start of its hash), agent, role and dates, oldest first."""
         rows = await self._fetchall(
-            "SELECT agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens ORDER BY created_at, agent_id"
+            """SELECT substr(token_hash, 1, ?), agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens
+               ORDER BY created_at, agent_id, token_hash""", (TOKEN_ID_LENGTH,)
         )
-        return [dict(zip(("agent_id", "role", "created_at", "last_used_at", "revoked_at"), row)) for row in rows]
+        return [dict(zip(TOKEN_FIELDS, row)) for row in rows]
 
     async def get_node(self, node_id: str) -> NodeRow | None:
         rows = await self._fetchall(
