@@ -199,6 +199,12 @@ async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, 
         "revision 2; both changed /title",
         f"synced {team_url}: created 0, updated 1, unchanged 0, conflicts 1, outcome reports 0",
     ]
+    await team.set_status("python/team-0", "verified", actor=Actor("mia", "token", role="maintainer"))
+    promoted = await anyio.run_process(command, env=env, check=False)
+    assert promoted.stdout.decode().splitlines() == [
+        "status python/team-0: draft -> verified, as on the remote",
+        f"synced {team_url}: created 0, updated 0, unchanged 0, conflicts 0, outcome reports 0",
+    ]
     down = await anyio.run_process([*command[:5], "http://127.0.0.1:9", *command[6:]], env=env, check=False)
     assert down.returncode == 1 and b"remote_unavailable" in down.stderr
 
