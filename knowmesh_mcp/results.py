@@ -505,6 +505,7 @@ class Change(Result):
     review_reasons: list[ReviewReason] = optional("Why it needs attention")
     evidence_seq: int = Field(description="The node's last feedback id: grows with new evidence")
     merged_from: list[str] = optional("Nodes a maintainer merged into this one: they answer with it")
+    merged_into: str = optional("The node this one was merged into: it answers with that one")
 
 
 class ChangesPage(Result):

@@ -550,7 +550,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
 
 def _change_entry(row: Any) -> dict[str, Any]:
-    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json, evidence_seq, merged = row
+    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json, evidence_seq, merged, canonical = row
     stats = [StatsRow(*values) for values in json.loads(stats_json)]
     states = {r.failure_state for r in stats}
     reasons = [reason for reason, hit in (
@@ -568,6 +568,8 @@ def _change_entry(row: Any) -> dict[str, Any]:
         entry["review_reasons"] = reasons
     if merged:
         entry["merged_from"] = merged  # a sync makes each of them answer with this node
+    if canonical:
+        entry["merged_into"] = canonical  # ... and this one with its canonical node, whichever comes later
     return entry
 
 

@@ -66,6 +66,7 @@ class NodePlan:
     evidence_after: int
     new_evidence: bool
     merged_from: tuple[str, ...] = ()  # nodes the remote merged into this one
+    merged_into: str | None = None  # the node the remote merged this one into
 
 
 class Syncing:
@@ -132,12 +133,13 @@ class Syncing:
         for node_id, entry in zip(ids, entries):
             base, evidence_after = synced.get(node_id, (None, 0))
             evidence_seq = entry.get("evidence_seq")
-            merged = entry.get("merged_from")
+            merged, canonical = entry.get("merged_from"), entry.get("merged_into")
             plans.append(NodePlan(
                 node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
                 revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
                 new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
                 merged_from=tuple(require_node_id(m) for m in merged if m != node_id) if isinstance(merged, list) else (),
+                merged_into=require_node_id(canonical) if isinstance(canonical, str) and canonical != node_id else None,
             ))
         return plans
 
@@ -146,9 +148,10 @@ class Syncing:
         written = await self._sync_revisions(remote_url, plan, await history, report) if history else None
         pulled = await self._sync_evidence(remote_url, mesh, plan.node_id, plan.evidence_after) if plan.new_evidence else 0
         report.evidence += pulled
-        # a status change or a merge writes no revision: the feed's entry is all that says so
+        # a merge or a status change writes no revision: the feed's entry is all that says so
+        pairs = [(m, plan.node_id) for m in plan.merged_from] + ([(plan.node_id, plan.merged_into)] if plan.merged_into else [])
+        merged = bool(pairs) and await self._sync_merges(remote_url, pairs, report)
         restated = not written and await self._sync_status(remote_url, plan, report)
-        merged = bool(plan.merged_from) and await self._sync_merges(remote_url, plan, report)
         if written:
             (report.created if written == "created" else report.updated).append(plan.node_id)
         elif not (pulled or restated or merged):
@@ -175,26 +178,26 @@ class Syncing:
         report.statuses.append({"id": plan.node_id, "from": previous, "to": plan.status})
         return True
 
-    async def _sync_merges(self, remote_url: str, plan: NodePlan, report: SyncReport) -> bool:
-        """The remote merged these nodes into this one: here too each is deprecated and answers with it
-        (301 over HTTP). The canonical node's entry says so, and it comes after the merged ones (a merge
-        touches it last), so they are here by then."""
-        canonical, done = plan.node_id, []
+    async def _sync_merges(self, remote_url: str, pairs: list[tuple[str, str]], report: SyncReport) -> bool:
+        """The remote merged each (merged, canonical) pair: here too the merged node is deprecated and
+        answers with the canonical one (301 over HTTP). Both nodes' entries name the pair, so whichever
+        of them the feed brings second finds the other here."""
+        done = []
         agent = await self.local_agent_id()
         async with self.store.write() as tx:
-            if await tx.node_for_edit(canonical) is None or await tx.redirect(canonical) is not None:
-                return False
-            for merged in plan.merged_from:
+            for merged, canonical in pairs:
                 state = await tx.node_for_edit(merged)
-                if state is None or await tx.redirect(merged) is not None:
-                    continue  # never synced here, or already merged
+                if state is None or await tx.node_for_edit(canonical) is None:
+                    continue  # one of them not synced here (yet)
+                if await tx.redirect(merged) is not None or await tx.redirect(canonical) is not None:
+                    continue  # already merged here
                 await tx.set_node_status(merged, "deprecated")
                 action = await tx.insert_maintainer_action(
                     "merge", merged, {"canonical": canonical, "from": state[2], "to": "deprecated", "synced_from": remote_url},
                     None, agent, "local")
                 await tx.insert_redirect(merged, canonical, action)
-                done.append(merged)
-        report.merged += [{"id": merged, "canonical": canonical} for merged in done]
+                done.append({"id": merged, "canonical": canonical})
+        report.merged += done
         return bool(done)
 
     async def _sync_revisions(self, remote_url: str, plan: NodePlan, history: dict[str, Any],

@@ -331,10 +331,10 @@ async def test_status_change_and_redirects(stores, make_doc, clock):
     assert await same(stores, lambda s: s.ecosystem_counts()) == [("node", 1, 1)]
     assert await same(stores, lambda s: s.count_nodes()) == 3
     feed = await same(stores, lambda s: s.changes_after(3, 10))
-    assert [(row[1], row[3], row[11]) for row in feed] == [(a, "deprecated", []), (b, "deprecated", [])]
+    assert [(row[1], row[3], row[11], row[12]) for row in feed] == [(a, "deprecated", [], c), (b, "deprecated", [], c)]
     await same(stores, lambda tx: tx.touch_node(c), writing=True)
     (canonical,) = await same(stores, lambda s: s.changes_after(5, 10))
-    assert (canonical[1], canonical[11]) == (c, [a, b])  # the feed says what a sync must redirect
+    assert (canonical[1], canonical[11], canonical[12]) == (c, [a, b], None)  # what a sync must redirect
 
 
 async def test_sync_bookkeeping(stores, make_doc, clock):

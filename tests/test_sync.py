@@ -254,8 +254,10 @@ async def test_team_evidence_arrives_and_a_known_failed_answer_is_withheld_here_
     assert (last.evidence, last.unchanged) == (0, 0) and last.created == last.updated == []
 
 
-async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_synced_before(team, team_url, personal, make_doc):
-    """Neither writes a revision: the feed's status and `merged_from` carry them."""
+async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_synced_before(team, team_url, personal, make_doc,
+                                                                                             tmp_path, monkeypatch):
+    """Neither writes a revision: the feed's status, `merged_from` and `merged_into` carry them."""
+    monkeypatch.setenv("KNOWMESH_AGENT_ID", "my-agent")
     for n in range(3):
         await team.create_node(node(make_doc, n), agent=AGENT)
     await personal.sync_from(team_url)
@@ -267,10 +269,9 @@ async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_s
     await team.confirm_merge(task["task_id"], note="one problem", actor=mia)
 
     report = await personal.sync_from(team_url)
-    assert report.statuses == [{"id": "python/team-0", "from": "draft", "to": "verified"},
-                               {"id": "python/team-1", "from": "draft", "to": "deprecated"}]
-    assert report.merged == [{"id": "python/team-1", "canonical": "python/team-2"}]
-    assert (report.created, report.updated, report.unchanged) == ([], [], 0)  # each of the three entries changed something
+    assert report.statuses == [{"id": "python/team-0", "from": "draft", "to": "verified"}]
+    assert report.merged == [{"id": "python/team-1", "canonical": "python/team-2"}]  # deprecated by the merge
+    assert (report.created, report.updated, report.unchanged) == ([], [], 1)  # team-2's entry: merged at team-1's
     assert (await personal.read_node("python/team-0")).body["status"] == "verified"
     read = await personal.read_view("python/team-1")
     assert (read["id"], read["merged_from"]) == ("python/team-2", "python/team-1")
@@ -281,10 +282,16 @@ async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_s
             moved = await client.get(url + "/v1/nodes/python/team-1", follow_redirects=False)
             assert moved.status_code == 301 and moved.headers["location"].endswith("/v1/nodes/python/team-2")
     log = (await personal.audit_log())["actions"]
-    assert [(a["action"], a["target"], a["synced_from"]) for a in log] == [
-        ("set_status", "python/team-0", team_url), ("set_status", "python/team-1", team_url),
-        ("merge", "python/team-1", team_url)]
+    assert [(a["action"], a["target"], a["synced_from"], a["maintainer"]["id"]) for a in log] == [
+        ("set_status", "python/team-0", team_url, "my-agent"), ("merge", "python/team-1", team_url, "my-agent")]
 
     again = await personal.sync_from(team_url)
     assert (again.statuses, again.merged, again.unchanged) == ([], [], 0)
+
+    async with team.store.write() as tx:  # the merged node written after the merge: the feed brings it last
+        await tx.touch_node("python/team-1")
+    async with opened(tmp_path / "late.db") as late:
+        first = await late.sync_from(team_url)
+        assert first.merged == [{"id": "python/team-1", "canonical": "python/team-2"}]
+        assert (await late.read_view("python/team-1"))["id"] == "python/team-2"
 

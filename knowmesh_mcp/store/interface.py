@@ -328,7 +328,8 @@ class Store(Protocol):
 
     async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer, node-wide stats as
-        JSON rows, last feedback id, ids of the nodes merged into it) of nodes written after `seq`, in write order."""
+        JSON rows, last feedback id, ids of the nodes merged into it, the node it was merged into or None) of nodes
+        written after `seq`, in write order."""
         ...
 
     async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,

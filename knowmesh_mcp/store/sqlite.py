@@ -1143,19 +1143,20 @@ class Store:
 
     async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
-        node-wide stats as JSON rows, last feedback id, ids of the nodes merged into it) of nodes written after
-        `seq`, in write order."""
+        node-wide stats as JSON rows, last feedback id, ids of the nodes merged into it, the node it was merged
+        into or None) of nodes written after `seq`, in write order."""
         rows = await self._fetchall(
             f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
                        n.current_revision, n.has_answer,
                        {STATS_JSON.format(where=" AND s.solution_id != '' AND s.cluster != ''")},
                        (SELECT coalesce(max(f.id), 0) FROM feedback f WHERE f.node_id = n.id),
                        (SELECT json_group_array(node_id) FROM (SELECT r.node_id FROM node_redirects r
-                                                               WHERE r.canonical_id = n.id ORDER BY r.node_id))
+                                                               WHERE r.canonical_id = n.id ORDER BY r.node_id)),
+                       (SELECT r.canonical_id FROM node_redirects r WHERE r.node_id = n.id)
                 FROM nodes n WHERE n.change_seq > ? ORDER BY n.change_seq LIMIT ?""",
             (seq, limit),
         )
-        return [(*row[:11], json.loads(row[11])) for row in rows]
+        return [(*row[:11], json.loads(row[11]), row[12]) for row in rows]
 
     async def revisions(self, node_id: str) -> list[RevisionRow]:
         rows = await self._fetchall(
