@@ -39,7 +39,7 @@ def invalid_node_error(error: InvalidNode) -> KnowmeshError:
 def require_node_id(node_id: str) -> str:
     problems = check_node_id(node_id)
     if problems:
-        raise KnowmeshError(400, "invalid_id", problems[0].message, field="id", id=node_id[:200])
+        raise KnowmeshError(400, "invalid_id", problems[0].message, field="id", id=str(node_id)[:200])
     return node_id
 
 

@@ -133,13 +133,16 @@ class Syncing:
         for node_id, entry in zip(ids, entries):
             base, evidence_after = synced.get(node_id, (None, 0))
             evidence_seq = entry.get("evidence_seq")
-            merged, canonical = entry.get("merged_from"), entry.get("merged_into")
+            merged, canonical = entry.get("merged_from", []), entry.get("merged_into")
+            if not (isinstance(merged, list) and all(isinstance(m, str) for m in merged)) \
+                    or not isinstance(canonical, (str, type(None))):
+                raise remote_error(f"the change entry of {node_id} from {remote_url} names its merges malformed")
             plans.append(NodePlan(
                 node_id=node_id, status=entry.get("status") if entry.get("status") in STATUSES else "draft", base=base,
                 revised=base is None or entry.get("revision") != base, evidence_after=evidence_after,
                 new_evidence=isinstance(evidence_seq, int) and evidence_seq > evidence_after,
-                merged_from=tuple(require_node_id(m) for m in merged if m != node_id) if isinstance(merged, list) else (),
-                merged_into=require_node_id(canonical) if isinstance(canonical, str) and canonical != node_id else None,
+                merged_from=tuple(require_node_id(m) for m in merged if m != node_id),
+                merged_into=require_node_id(canonical) if canonical not in (None, node_id) else None,
             ))
         return plans
 

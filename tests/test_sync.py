@@ -12,6 +12,9 @@ import anyio
 import httpx2
 import pytest
 from conftest import opened, serving
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from knowmesh_mcp.cli import progress_bar
 from knowmesh_mcp.errors import KnowmeshError
@@ -294,4 +297,18 @@ async def test_a_maintainers_promotion_and_merge_on_the_team_reach_a_mesh_that_s
         first = await late.sync_from(team_url)
         assert first.merged == [{"id": "python/team-1", "canonical": "python/team-2"}]
         assert (await late.read_view("python/team-1"))["id"] == "python/team-2"
+
+
+@pytest.mark.parametrize("merges", [{"merged_from": [123]}, {"merged_from": "python/a"}, {"merged_into": 7}])
+async def test_a_feed_naming_its_merges_malformed_is_a_remote_error_and_writes_nothing(personal, merges):
+    entry = {"id": "python/team-0", "change": "updated", "status": "draft", "revision": 1, "evidence_seq": 0, **merges}
+
+    async def changes(request):
+        return JSONResponse({"changes": [entry], "next_cursor": "eyJhZnRlciI6IjEifQ", "has_more": False, "remaining": 0})
+
+    async with serving(Starlette(routes=[Route("/v1/changes", changes)])) as url:
+        with pytest.raises(KnowmeshError) as refused:
+            await personal.sync_from(url)
+    assert refused.value.status == 502 and refused.value.code == "remote_error" and "merges" in refused.value.message
+    assert await personal.store.sync_cursor(url) is None
 
