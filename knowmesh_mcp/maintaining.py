@@ -66,9 +66,7 @@ class Maintaining:
                 raise KnowmeshError(409, "no_answer", "an open problem (no answer) cannot be verified")
             if previous == status:
                 return {"ok": True, "node": node_id, "status": status, "previous": previous, "changed": False}
-            await tx.set_node_status(node_id, status)
-            action = await tx.insert_maintainer_action("set_status", node_id, {"from": previous, "to": status},
-                                                       text, actor.id or "", actor.proof)
+            action = await write_status(tx, node_id, previous, status, text, actor.id or "", actor.proof)
         return {"ok": True, "node": node_id, "status": status, "previous": previous, "changed": True,
                 "action_id": action, "maintainer": actor.as_agent()}
 
@@ -99,11 +97,7 @@ class Maintaining:
             if kept[2] == "deprecated":
                 raise KnowmeshError(409, "canonical_deprecated", f"{canonical} is deprecated: set it back to draft "
                                     "first, or keep the other node")
-            await tx.set_node_status(merged, "deprecated")
-            action = await tx.insert_maintainer_action(
-                "merge", merged, {"canonical": canonical, "task_id": number, "from": state[2], "to": "deprecated"},
-                text, actor.id or "", actor.proof)
-            await tx.insert_redirect(merged, canonical, action)
+            action = await write_merge(tx, merged, canonical, state[2], text, actor.id or "", actor.proof, task_id=number)
             await tx.set_dedupe_status(number, "closed", canonical)
             await tx.touch_node(canonical)  # the canonical node now stands for both: the feed says so
         return {"ok": True, "task_id": number, "merged": merged, "canonical": canonical_ref(canonical),
@@ -141,6 +135,24 @@ class Maintaining:
         """Duplicate pairs two agents voted the same: what `confirm_merge` takes."""
         return {"tasks": await self.store.dedupe_tasks("flagged", limit), "trust": "untrusted-data"}
 
+
+
+async def write_status(tx: Writer, node_id: str, previous: str, status: str, note: str | None,
+                       maintainer_id: str, proof: str, **detail: Any) -> int:
+    """A status change and its audit row (the action id); `detail` adds to the row (a sync's remote)."""
+    await tx.set_node_status(node_id, status)
+    return await tx.insert_maintainer_action("set_status", node_id, {"from": previous, "to": status, **detail},
+                                             note, maintainer_id, proof)
+
+
+async def write_merge(tx: Writer, merged: str, canonical: str, previous: str, note: str | None,
+                      maintainer_id: str, proof: str, **detail: Any) -> int:
+    """`merged` deprecated and answering with `canonical`, and the audit row (the action id)."""
+    await tx.set_node_status(merged, "deprecated")
+    action = await tx.insert_maintainer_action(
+        "merge", merged, {"canonical": canonical, **detail, "from": previous, "to": "deprecated"}, note, maintainer_id, proof)
+    await tx.insert_redirect(merged, canonical, action)
+    return action
 
 
 async def follow_redirect(store: Store, node_id: str, status: str) -> None:

@@ -24,6 +24,7 @@ from .errors import KnowmeshError, remote_error
 from .identity import PROOFS, Actor
 from .evidence import OUTCOMES, node_stats
 from .model import STATUSES, InvalidNode, canonical_json, validate_node
+from .maintaining import write_merge, write_status
 from .outcomes import archive_answered_failures, current_revisions, node_answers
 from .publishing import Prepared, behavior_hash, require_node_id
 from .search import index_row
@@ -174,10 +175,7 @@ class Syncing:
             _, document, previous = state
             if plan.status == "verified" and not document["content"]["solutions"]:
                 return False  # the answer it was verified with did not reach this mesh (a kept local edit)
-            await tx.set_node_status(plan.node_id, plan.status)
-            await tx.insert_maintainer_action("set_status", plan.node_id,
-                                              {"from": previous, "to": plan.status, "synced_from": remote_url},
-                                              None, agent, "local")
+            await write_status(tx, plan.node_id, previous, plan.status, None, agent, "local", synced_from=remote_url)
         report.statuses.append({"id": plan.node_id, "from": previous, "to": plan.status})
         return True
 
@@ -185,20 +183,19 @@ class Syncing:
         """The remote merged each (merged, canonical) pair: here too the merged node is deprecated and
         answers with the canonical one (301 over HTTP). Both nodes' entries name the pair, so whichever
         of them the feed brings second finds the other here."""
+        pending = [(merged, canonical) for merged, canonical in pairs if await self.store.redirect(merged) is None]
+        if not pending:  # the steady state of a canonical node's entry: merged here already
+            return False
         done = []
         agent = await self.local_agent_id()
         async with self.store.write() as tx:
-            for merged, canonical in pairs:
+            for merged, canonical in pending:
                 state = await tx.node_for_edit(merged)
                 if state is None or await tx.node_for_edit(canonical) is None:
                     continue  # one of them not synced here (yet)
                 if await tx.redirect(merged) is not None or await tx.redirect(canonical) is not None:
                     continue  # already merged here
-                await tx.set_node_status(merged, "deprecated")
-                action = await tx.insert_maintainer_action(
-                    "merge", merged, {"canonical": canonical, "from": state[2], "to": "deprecated", "synced_from": remote_url},
-                    None, agent, "local")
-                await tx.insert_redirect(merged, canonical, action)
+                await write_merge(tx, merged, canonical, state[2], None, agent, "local", synced_from=remote_url)
                 done.append({"id": merged, "canonical": canonical})
         report.merged += done
         return bool(done)
