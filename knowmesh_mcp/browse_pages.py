@@ -25,7 +25,9 @@ from .page_shell import (
     state_badges,
 )
 
-SITEMAP_LIMIT = 50_000  # URLs one sitemap file may hold (sitemaps.org)
+# URLs one file of the sitemap holds: sitemaps.org allows 50,000, but a file is one request, and at
+# 10,000 the biggest costs a server what a few page views do. Past it /sitemap.xml is an index of files.
+SITEMAP_LIMIT = 10_000
 
 
 def counts_line(counts: list[dict[str, Any]]) -> str:
@@ -209,15 +211,36 @@ def search_body(q: str, env: str, envelope: dict[str, Any]) -> str:
 # -- sitemap ----------------------------------------------------------------------------------------
 
 
+_XML = '<?xml version="1.0" encoding="UTF-8"?>\n'
+_NAMESPACE = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+def sitemap_files(urls: int) -> int:
+    """How many files of at most SITEMAP_LIMIT URLs hold `urls` (at least one, if empty)."""
+    return max(1, -(-urls // SITEMAP_LIMIT))
+
+
+def sitemap_slice(number: int, fixed: int) -> tuple[slice, int, int]:
+    """File `number` (from 1) of the list "fixed pages, then answered nodes": which fixed pages it
+    holds, and the offset and count of its nodes."""
+    start, end = (number - 1) * SITEMAP_LIMIT, number * SITEMAP_LIMIT
+    first_node = max(0, start - fixed)
+    return slice(start, min(end, fixed)), first_node, max(0, end - fixed) - first_node
+
+
 def sitemap_xml(base: str, fixed: list[str], nodes: list[dict[str, Any]]) -> str:
-    """The site's fixed pages and every answered node (with its last change); open problems stay out."""
+    """A file of the sitemap: fixed pages and answered nodes (each with its last change); open problems stay out."""
     entries = [f"<url><loc>{xml_escape(base + path)}</loc></url>" for path in fixed]
     for node in nodes:
-        if not node.get("has_answer") or len(entries) >= SITEMAP_LIMIT:
-            continue
         lastmod = str(node.get("updated_at") or "")[:10]
         modified = f"<lastmod>{xml_escape(lastmod)}</lastmod>" if len(lastmod) == 10 else ""
         entries.append(f"<url><loc>{xml_escape(base + node_href(node['id']))}</loc>{modified}</url>")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n' + "\n".join(entries) + "\n</urlset>\n")
+    return f'{_XML}<urlset xmlns="{_NAMESPACE}">\n' + "\n".join(entries) + "\n</urlset>\n"
+
+
+def sitemap_index_xml(base: str, files: int) -> str:
+    """The sitemap index of a mesh too big for one file: `/sitemap.xml?page=N` for each file."""
+    entries = [f"<sitemap><loc>{xml_escape(f'{base}/sitemap.xml?page={number}')}</loc></sitemap>"
+               for number in range(1, files + 1)]
+    return f'{_XML}<sitemapindex xmlns="{_NAMESPACE}">\n' + "\n".join(entries) + "\n</sitemapindex>\n"
 

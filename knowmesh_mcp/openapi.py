@@ -208,8 +208,9 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/nodes/{ecosystem}/{slug}/diff", "What changed between two revisions, as HTML", media=HTML,
               params=(*NODE, Param("from", "From this revision (default: the one before to)", integer=True),
                       Param("to", "To this revision (default: the current one)", integer=True)), errors=(400, 404)),
-    Operation("GET", "/sitemap.xml", "Answered nodes and the fixed pages, for search engines", media="application/xml",
-              errors=()),
+    Operation("GET", "/sitemap.xml", "Answered nodes and the fixed pages, for search engines; past 10,000 URLs "
+              "an index of files", media="application/xml",
+              params=(Param("page", "One file of the index, from 1", integer=True),), errors=(400,)),
     Operation("GET", "/robots.txt", "Where the sitemap is", media="text/plain", errors=()),
     Operation("GET", "/docs", "HTML documentation index", media=HTML, errors=()),
     Operation("GET", "/docs/{name}", "A protocol document as HTML", media=HTML,

@@ -365,13 +365,14 @@ class ReviewQueue:
         start = 0 if offset is None else to_int(offset, "offset", lowest=0)
         if reason is not None and reason not in REVIEW_REASONS:
             raise bad_parameter("reason", f"reason must be one of {', '.join(REVIEW_REASONS)}")
-        findings, exact = await self._review_findings()
+        found, verified, exact = await self._review_findings()
         counts = {name: 0 for name in REVIEW_REASONS}
-        for finding in findings:
-            counts[finding.reason] += 1
-        never_verified = sum(1 for f in findings if f.reason == "stale" and f.last_verified is None)
-        chosen = [f for f in findings if f.reason == reason] if reason else findings
-        page = chosen[start:start + limit]
+        for name, _ in found:
+            counts[name] += 1
+        never_verified = sum(1 for name, row in found if name == "stale" and verified.get(row[0]) is None)
+        chosen = [entry for entry in found if entry[0] == reason] if reason else found
+        page = [Finding(name, *row, verified.get(row[0]) if name == "stale" else None)
+                for name, row in chosen[start:start + limit]]
         stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
         items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
         return {
@@ -381,9 +382,13 @@ class ReviewQueue:
             "items": items, "trust": "untrusted-data",
         }
 
-    async def _review_findings(self) -> tuple[list[Finding], bool]:
-        """Every finding, highest priority first, each answer once (a stale node once per node:
-        staleness is a finding about the node, so a node already in the queue is not listed again)."""
+    async def _review_findings(self) -> tuple[list[tuple[str, tuple[Any, ...]]], dict[str, str | None], bool]:
+        """Every finding as (reason, row), highest priority first, each answer once (a stale node
+        once per node: staleness is a finding about the node, so a node already in the queue is
+        not listed again); when each stale node was last verified; whether nothing was cut.
+
+        Rows stay the store's tuples: a big mesh's queue holds tens of thousands of findings, and
+        only one page of them becomes a `Finding`."""
         now = datetime.now(UTC)
         year_ago = (now - timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         day_ago = (now - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -395,7 +400,7 @@ class ReviewQueue:
             "stale": lambda n: self.store.stale_nodes(year_ago, n),
             "needs_second_verification": lambda n: self.store.awaiting_second_verification(day_ago, n),
         }
-        findings: list[Finding] = []
+        found: list[tuple[str, tuple[Any, ...]]] = []
         seen: set[tuple[str, str | None]] = set()
         listed: set[str] = set()
         verified: dict[str, str | None] = {}
@@ -406,14 +411,14 @@ class ReviewQueue:
             if reason == "stale":
                 rows = [row for row in rows if row[0] not in listed]
                 verified = await self._last_verified([row[0] for row in rows if row[6]])
-            for node_id, title, base, solution, revision, cluster, reports in rows:
-                if (node_id, solution) in seen:
+            for row in rows:
+                key = (row[0], row[3])  # (node id, solution id)
+                if key in seen:
                     continue
-                seen.add((node_id, solution))
-                listed.add(node_id)
-                findings.append(Finding(reason, node_id, title, base, solution, revision, cluster, reports,
-                                        verified.get(node_id)))
-        return findings, exact
+                seen.add(key)
+                listed.add(row[0])
+                found.append((reason, row))
+        return found, verified, exact
 
     async def _last_verified(self, node_ids: list[str]) -> dict[str, str | None]:
         """When each node was last reported solved (None: never), for the stale nodes that have reports."""

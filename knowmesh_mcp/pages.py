@@ -70,18 +70,16 @@ def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-async def all_nodes(service: Service, ecosystem: str | None = None, fields: str = "title,ecosystem,has_answer",
-                    limit: int | None = None) -> list[dict[str, Any]]:
-    """Every published (non-deprecated) node, walking the list's cursor to the end (or `limit`)."""
+async def all_nodes(service: Service) -> list[dict[str, Any]]:
+    """Every published (non-deprecated) node, walking the list's cursor to the end (small meshes)."""
     nodes: list[dict[str, Any]] = []
     cursor = None
-    while limit is None or len(nodes) < limit:
-        listed = await service.list_nodes(ecosystem=ecosystem, fields=fields, limit=LIST_PAGE, cursor=cursor)
+    while True:
+        listed = await service.list_nodes(fields="title,ecosystem,has_answer", limit=LIST_PAGE, cursor=cursor)
         nodes += listed["nodes"]
         cursor = listed["next_cursor"]
         if not cursor:
-            break
-    return nodes
+            return nodes
 
 
 async def node_states(service: Service) -> dict[str, str]:
@@ -279,12 +277,21 @@ def page_routes(current: Callable[[], Service]) -> list[Any]:
                     headers={**TRUST_HEADERS, **PAGE_HEADERS})
 
     async def sitemap(request: Request) -> Response:
+        """The fixed pages and every answered node; past SITEMAP_LIMIT URLs, an index of files
+        (`?page=N`), each read from the store alone."""
         service = current()
         counts = await service.ecosystem_counts()
         fixed = ["/", "/nodes", *(ecosystem_href(c["ecosystem"]) for c in counts if c["nodes"] > c["open"]),
                  "/docs", *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None)]
-        nodes = await all_nodes(service, fields="has_answer,updated_at", limit=browse_pages.SITEMAP_LIMIT)
-        xml = browse_pages.sitemap_xml(absolute(request, ""), fixed, nodes)
+        files = browse_pages.sitemap_files(len(fixed) + sum(c["nodes"] - c["open"] for c in counts))
+        number = request.query_params.get("page")
+        if number is None and files > 1:
+            xml = browse_pages.sitemap_index_xml(absolute(request, ""), files)
+        else:
+            number = 1 if number is None else to_int(number, "page", lowest=1, highest=files, what="a sitemap file number")
+            pages, offset, limit = browse_pages.sitemap_slice(number, len(fixed))
+            nodes = await service.answered_nodes(offset=offset, limit=limit) if limit else []
+            xml = browse_pages.sitemap_xml(absolute(request, ""), fixed[pages], nodes)
         return Response(xml, media_type="application/xml", headers={"X-Content-Type-Options": "nosniff"})
 
     async def robots(request: Request) -> Response:

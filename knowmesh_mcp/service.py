@@ -355,6 +355,11 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         return [{"ecosystem": ecosystem, "nodes": total, "open": unsolved}
                 for ecosystem, total, unsolved in await self.store.ecosystem_counts()]
 
+    async def answered_nodes(self, *, offset: int, limit: int) -> list[dict[str, str]]:
+        """Answered, published nodes in id order (`id`, `updated_at`): what search engines may index."""
+        return [{"id": node_id, "updated_at": updated_at}
+                for node_id, updated_at in await self.store.answered_nodes(offset, limit)]
+
     # -- search ------------------------------------------------------------------------
 
     async def search(

@@ -28,8 +28,6 @@ CREATE TABLE nodes (
     change_seq       INTEGER NOT NULL  -- global, increasing on every node write: the sync cursor
 );
 
-CREATE INDEX nodes_by_ecosystem ON nodes (ecosystem, id);
-
 CREATE UNIQUE INDEX nodes_by_change ON nodes (change_seq);
 
 CREATE TABLE node_versions (
@@ -325,3 +323,11 @@ CREATE TABLE term_counts (
 CREATE VIRTUAL TABLE head_terms USING fts5vocab (node_heads, 'row');
 
 CREATE INDEX node_signatures_by_node_kind ON node_signatures (node_pk, specific, hash);
+
+CREATE INDEX nodes_by_ecosystem ON nodes (ecosystem, id, status, has_answer);
+
+CREATE INDEX nodes_by_answer_age ON nodes (has_answer, created_at, id);
+
+CREATE INDEX nodes_by_answer ON nodes (has_answer, id, status);
+
+CREATE INDEX feedback_by_outcome ON feedback (outcome, node_id);

@@ -765,6 +765,49 @@ async def test_sitemap_lists_answered_nodes_only(service: Service, http: httpx2.
     assert robots.status_code == 200 and f"Sitemap: {base}/sitemap.xml" in robots.text
 
 
+async def test_a_sitemap_too_big_for_one_file_is_an_index_of_files_that_hold_every_answered_node(
+        service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch):
+    """Before, the sitemap read at most 50,000 nodes, whole documents a page at a time (2.7 s at
+    100,000 nodes), and left every answered node past them out of it."""
+    from xml.etree import ElementTree
+
+    from knowmesh_mcp import browse_pages
+    from knowmesh_mcp.identity import Actor
+
+    namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
+    answered = [f"python/sitemap-node-{n:02d}" for n in range(12)]
+    for node_id in answered:
+        await service.create_node(make_doc(id=node_id, error=f"ModuleNotFoundError: No module named 'sitemap_{'abcdefghijkl'[int(node_id[-2:])]}'"))
+    await service.create_node(open_problem(make_doc))
+    await service.set_status(answered[3], "deprecated", note="merged elsewhere", actor=Actor("mia", "token", role="maintainer"))
+    listed = answered[:3] + answered[4:]  # answered and published: 11 nodes
+
+    whole = await http.get("/sitemap.xml")  # a small mesh: one file, as before
+    single = [loc.text for loc in ElementTree.fromstring(whole.content).iterfind("s:url/s:loc", namespace)]
+    fixed = [url for url in single if "/sitemap-node-" not in url]
+    assert len(single) == len(fixed) + len(listed)
+
+    monkeypatch.setattr(browse_pages, "SITEMAP_LIMIT", 5)
+    index = await http.get("/sitemap.xml")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("application/xml")
+    root = ElementTree.fromstring(index.content)
+    assert root.tag == "{http://www.sitemaps.org/schemas/sitemap/0.9}sitemapindex"
+    files = [loc.text for loc in root.iterfind("s:sitemap/s:loc", namespace)]
+    base = origin(index)
+    assert files == [f"{base}/sitemap.xml?page={n}" for n in range(1, -(-len(single) // 5) + 1)]
+    urls = []
+    for url in files:
+        part = await http.get(url.removeprefix(base))
+        entries = [loc.text for loc in ElementTree.fromstring(part.content).iterfind("s:url/s:loc", namespace)]
+        assert part.status_code == 200 and 1 <= len(entries) <= 5, url
+        urls += entries
+    assert urls == single  # the fixed pages first, then each answered node once, in id order
+    assert urls[len(fixed):] == [f"{base}/nodes/{node_id}" for node_id in listed]
+    for page in ("0", str(len(files) + 1), "x", "-1"):
+        wrong = await http.get(f"/sitemap.xml?page={page}")
+        assert wrong.status_code == 400 and wrong.json()["error"]["field"] == "page", page
+
+
 @pytest.mark.parametrize("path", [
     "/?q=%3Cscript%3E", "/nodes/%00", "/nodes/%ff%fe", "/nodes/python/x/history/extra", "/nodes/python/x/diff?from=%C2%B2",
     "/nodes/a%2Fb/history", "/review?offset=%00", "/review?limit=", "/review?reason=", "/nodes/python?cursor=%00",

@@ -375,6 +375,10 @@ class Store(Protocol):
         """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
         ...
 
+    async def answered_nodes(self, offset: int, limit: int) -> list[tuple[str, str]]:
+        """(id, updated_at) of the answered, non-deprecated nodes in id order, from `offset` (the sitemap's)."""
+        ...
+
     async def failures_after_edit(self, limit: int) -> list[tuple[Any, ...]]:
         """Failure reports newer than the article's current revision: nobody acted on them yet."""
         ...

@@ -144,13 +144,19 @@ class NodeReads:
         self, *, ecosystem: str | None, after_id: str | None, limit: int
     ) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
+        # Only the conditions asked for (see the SQLite store's): one ecosystem's range of the index.
+        where = ["n.status != 'deprecated'"]
+        params: list[Any] = []
+        if ecosystem is not None:
+            where.append("n.ecosystem = %s")
+            params.append(ecosystem)
+        if after_id is not None:
+            where.append('n.id COLLATE "C" > %s')
+            params.append(after_id)
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
-                WHERE n.status != 'deprecated'
-                  AND (%(ecosystem)s::text IS NULL OR n.ecosystem = %(ecosystem)s::text)
-                  AND (%(after)s::text IS NULL OR n.id COLLATE "C" > %(after)s::text)
-                ORDER BY n.id COLLATE "C" LIMIT %(limit)s""",
-            {"ecosystem": ecosystem, "after": after_id, "limit": limit},  # type: ignore[arg-type]
+                WHERE {" AND ".join(where)} ORDER BY n.id COLLATE "C" LIMIT %s""",
+            [*params, limit],
         )
         return [_node_row(row) for row in rows]
 
@@ -161,6 +167,18 @@ class NodeReads:
                WHERE status != 'deprecated' GROUP BY ecosystem ORDER BY ecosystem COLLATE "C" """
         )
         return [(row[0], int(row[1]), int(row[2])) for row in rows]
+
+    async def answered_nodes(self, offset: int, limit: int) -> list[tuple[str, str]]:
+        """(id, updated_at) of the answered, non-deprecated nodes in id order, from `offset` (the sitemap's)."""
+        # The offset is walked in the index alone (an OFFSET of the outer query read every row it skipped).
+        rows = await self._fetchall(
+            """SELECT id, updated_at FROM nodes WHERE has_answer = 1 AND status != 'deprecated'
+                 AND id COLLATE "C" >= (SELECT id FROM nodes WHERE has_answer = 1 AND status != 'deprecated'
+                                        ORDER BY id COLLATE "C" LIMIT 1 OFFSET %s)
+               ORDER BY id COLLATE "C" LIMIT %s""",
+            (offset, limit),
+        )
+        return [(row[0], row[1]) for row in rows]
 
     async def count_nodes(self) -> int:
         rows = await self._fetchall("SELECT count(*) FROM nodes")

@@ -922,13 +922,20 @@ class Store:
         self, *, ecosystem: str | None, after_id: str | None, limit: int
     ) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
+        # Only the conditions asked for: `(? IS NULL OR n.ecosystem = ?)` made SQLite walk every node
+        # in id order (60,000 of 100,000 before the first python one) instead of one ecosystem's range.
+        where = ["n.status != 'deprecated'"]
+        params: list[Any] = []
+        if ecosystem is not None:
+            where.append("n.ecosystem = ?")
+            params.append(ecosystem)
+        if after_id is not None:
+            where.append("n.id > ?")
+            params.append(after_id)
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
-                WHERE n.status != 'deprecated'
-                  AND (:ecosystem IS NULL OR n.ecosystem = :ecosystem)
-                  AND (:after IS NULL OR n.id > :after)
-                ORDER BY n.id LIMIT :limit""",
-            {"ecosystem": ecosystem, "after": after_id, "limit": limit},  # type: ignore[arg-type]
+                WHERE {" AND ".join(where)} ORDER BY n.id LIMIT ?""",
+            [*params, limit],
         )
         return [_node_row(row) for row in rows]
 
@@ -939,6 +946,18 @@ class Store:
                GROUP BY ecosystem ORDER BY ecosystem"""
         )
         return [(row[0], int(row[1]), int(row[2])) for row in rows]
+
+    async def answered_nodes(self, offset: int, limit: int) -> list[tuple[str, str]]:
+        """(id, updated_at) of the answered, non-deprecated nodes in id order, from `offset` (the sitemap's)."""
+        # The offset is walked in the index alone (an OFFSET of the outer query read every row it skipped).
+        rows = await self._fetchall(
+            """SELECT id, updated_at FROM nodes WHERE has_answer = 1 AND status != 'deprecated'
+                 AND id >= (SELECT id FROM nodes WHERE has_answer = 1 AND status != 'deprecated'
+                            ORDER BY id LIMIT 1 OFFSET ?)
+               ORDER BY id LIMIT ?""",
+            (offset, limit),
+        )
+        return [(row[0], row[1]) for row in rows]
 
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 

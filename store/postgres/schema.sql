@@ -478,6 +478,8 @@ CREATE INDEX failures_by_node ON public.failures USING btree (node_id, archived_
 
 CREATE INDEX feedback_by_node ON public.feedback USING btree (node_id, solution_id, solution_revision, cluster, created_at);
 
+CREATE INDEX feedback_by_outcome ON public.feedback USING btree (outcome, node_id);
+
 CREATE UNIQUE INDEX feedback_once_per_address ON public.feedback USING btree (ip_hash, COALESCE(agent_id, ''::text), node_id, solution_id, solution_revision, cluster) WHERE (((agent_id IS NULL) OR (proof = 'unproven'::text)) AND (ip_hash IS NOT NULL));
 
 CREATE UNIQUE INDEX feedback_once_per_agent ON public.feedback USING btree (agent_id, node_id, solution_id, solution_revision, cluster) WHERE ((agent_id IS NOT NULL) AND (proof <> 'unproven'::text));
@@ -498,11 +500,15 @@ CREATE INDEX node_signatures_by_values ON public.node_signatures USING btree (ha
 
 CREATE INDEX node_versions_by_node ON public.node_versions USING btree (node_id);
 
+CREATE INDEX nodes_by_answer ON public.nodes USING btree (has_answer, id, status);
+
+CREATE INDEX nodes_by_answer_age ON public.nodes USING btree (has_answer, created_at COLLATE "C", id);
+
 CREATE UNIQUE INDEX nodes_by_change ON public.nodes USING btree (change_seq);
 
 CREATE INDEX nodes_by_duplicate_key ON public.nodes USING btree (signature_hash, md5(quoted_values));
 
-CREATE INDEX nodes_by_ecosystem ON public.nodes USING btree (ecosystem, id);
+CREATE INDEX nodes_by_ecosystem ON public.nodes USING btree (ecosystem, id, status, has_answer);
 
 CREATE TRIGGER article_revisions_immutable BEFORE UPDATE ON public.article_revisions FOR EACH ROW EXECUTE FUNCTION public.refuse_change();
 
