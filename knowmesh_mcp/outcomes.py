@@ -371,8 +371,7 @@ class ReviewQueue:
             counts[name] += 1
         never_verified = sum(1 for name, row in found if name == "stale" and verified.get(row[0]) is None)
         chosen = [entry for entry in found if entry[0] == reason] if reason else found
-        page = [Finding(name, *row, verified.get(row[0]) if name == "stale" else None)
-                for name, row in chosen[start:start + limit]]
+        page = [Finding(name, *row, verified.get(row[0])) for name, row in chosen[start:start + limit]]
         stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
         items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
         return {

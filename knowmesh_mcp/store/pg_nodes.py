@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .interface import CopiedTable, copied_table
 from .rows import DuplicateRow, Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow, SyncedHead, SyncedRevision
+from .shared import listing_conditions
 from .sqlite import (
     NODE_COLUMNS,
     REVISION_COLUMNS,
@@ -144,18 +145,10 @@ class NodeReads:
         self, *, ecosystem: str | None, after_id: str | None, limit: int
     ) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
-        # Only the conditions asked for (see the SQLite store's): one ecosystem's range of the index.
-        where = ["n.status != 'deprecated'"]
-        params: list[Any] = []
-        if ecosystem is not None:
-            where.append("n.ecosystem = %s")
-            params.append(ecosystem)
-        if after_id is not None:
-            where.append('n.id COLLATE "C" > %s')
-            params.append(after_id)
+        where, params = listing_conditions(ecosystem, after_id, mark="%s", node_id='n.id COLLATE "C"')
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
-                WHERE {" AND ".join(where)} ORDER BY n.id COLLATE "C" LIMIT %s""",
+                WHERE {where} ORDER BY n.id COLLATE "C" LIMIT %s""",
             [*params, limit],
         )
         return [_node_row(row) for row in rows]

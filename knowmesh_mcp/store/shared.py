@@ -1,6 +1,6 @@
 """The Python both backends run around their own SQL: search's channel rows folded into the
-interface's shape, one duplicate lookup, the candidate texts kept across queries, and the
-document-frequency keys of an index row."""
+interface's shape, one duplicate lookup, the candidate texts kept across queries, the
+document-frequency keys of an index row, and the conditions of a node list."""
 
 from __future__ import annotations
 
@@ -11,6 +11,23 @@ from typing import Any
 from .rows import CandidateText, SearchRow
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
+
+
+def listing_conditions(ecosystem: str | None, after_id: str | None, *, mark: str, node_id: str) -> tuple[str, list[Any]]:
+    """The WHERE of a list of published nodes, and its parameters: only the conditions asked for.
+
+    `(? IS NULL OR n.ecosystem = ?)` made SQLite walk every node in id order (60,000 of 100,000
+    before the first python one) instead of one ecosystem's range of its index. `mark` is the
+    backend's placeholder, `node_id` how it orders ids."""
+    where = ["n.status != 'deprecated'"]
+    params: list[Any] = []
+    if ecosystem is not None:
+        where.append(f"n.ecosystem = {mark}")
+        params.append(ecosystem)
+    if after_id is not None:
+        where.append(f"{node_id} > {mark}")
+        params.append(after_id)
+    return " AND ".join(where), params
 
 
 def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> list[tuple[str, int, str | None, str]]:

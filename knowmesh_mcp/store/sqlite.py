@@ -25,7 +25,8 @@ import aiosqlite
 from ..errors import DatabaseUnusable, database_busy
 from ..identity import agent_object
 from .interface import STARTER_CORPUS, CopiedTable, copied_table
-from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
+from .shared import (CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, listing_conditions, row_keys,
+                     term_count_delta)
 from .rows import (
     CandidateText,
     DuplicateRow,
@@ -922,19 +923,10 @@ class Store:
         self, *, ecosystem: str | None, after_id: str | None, limit: int
     ) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
-        # Only the conditions asked for: `(? IS NULL OR n.ecosystem = ?)` made SQLite walk every node
-        # in id order (60,000 of 100,000 before the first python one) instead of one ecosystem's range.
-        where = ["n.status != 'deprecated'"]
-        params: list[Any] = []
-        if ecosystem is not None:
-            where.append("n.ecosystem = ?")
-            params.append(ecosystem)
-        if after_id is not None:
-            where.append("n.id > ?")
-            params.append(after_id)
+        where, params = listing_conditions(ecosystem, after_id, mark="?", node_id="n.id")
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS} FROM nodes n JOIN node_versions v ON v.version = n.current_version
-                WHERE {" AND ".join(where)} ORDER BY n.id LIMIT ?""",
+                WHERE {where} ORDER BY n.id LIMIT ?""",
             [*params, limit],
         )
         return [_node_row(row) for row in rows]
