@@ -331,3 +331,5 @@ CREATE INDEX nodes_by_answer_age ON nodes (has_answer, created_at, id);
 CREATE INDEX nodes_by_answer ON nodes (has_answer, id, status);
 
 CREATE INDEX feedback_by_outcome ON feedback (outcome, node_id);
+
+CREATE INDEX node_redirects_by_canonical ON node_redirects (canonical_id, node_id);

@@ -202,12 +202,13 @@ async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(t
     stores = {"sqlite": await Store.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
     await insert_nodes(stores, docs)
     expected = await vocabularies(stores)
-    # Back to the schema before the migrations (SQLite's 0011 and 0012 undone too, as they come later), their rows gone
+    # Back to the schema before the migrations (SQLite's 0011 to 0013 undone too, as they come later), their rows gone
     async with stores["sqlite"].write() as tx:
         for statement in ("DROP TABLE term_counts", "DROP TABLE head_terms",
                           "DROP INDEX node_signatures_by_node_kind", "CREATE INDEX node_signatures_by_node ON node_signatures (node_pk)",
                           "DROP INDEX nodes_by_answer_age", "DROP INDEX nodes_by_answer", "DROP INDEX feedback_by_outcome",
                           "DROP INDEX nodes_by_ecosystem", "CREATE INDEX nodes_by_ecosystem ON nodes (ecosystem, id)",
+                          "DROP INDEX node_redirects_by_canonical",
                           "DELETE FROM schema_migrations WHERE version >= 10"):
             await tx.connection.execute(statement)
     async with stores["postgres"].write() as tx:

@@ -490,6 +490,8 @@ CREATE INDEX node_grams_sets ON public.node_grams USING gin (grams);
 
 CREATE INDEX node_heads_terms ON public.node_heads USING gin (terms);
 
+CREATE INDEX node_redirects_by_canonical ON public.node_redirects USING btree (canonical_id, node_id);
+
 CREATE INDEX node_search_terms ON public.node_search USING gin (terms);
 
 CREATE INDEX node_signatures_by_kind ON public.node_signatures USING btree (hash, specific, node_pk, source);
