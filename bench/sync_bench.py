@@ -1,11 +1,13 @@
 """Sync throughput: a personal mesh pulling a team mesh over real HTTP.
 
-    python bench/sync_bench.py [--nodes 5000] [--edits 200]
+    python bench/sync_bench.py [--nodes 5000] [--edits 200] [--merges 0]
 
 The team mesh is a `knowmesh-mcp serve --http` subprocess over a database of synthetic nodes
 (bench/synthetic.py); the personal mesh syncs from it in this process, as
 `knowmesh-mcp sync --from URL` does. Prints: the first full sync (nodes/s), a second sync
-with nothing to change, and an incremental sync after `--edits` team edits. Asserts nothing.
+with nothing to change, and an incremental sync after `--edits` team edits. `--merges N` first
+merges N pairs of the team's nodes (each change a sync reads names the nodes merged into it).
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx2
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import Corpus  # noqa: E402
 
+from knowmesh_mcp.maintaining import write_merge  # noqa: E402
 from knowmesh_mcp.service import Service  # noqa: E402
 
 
@@ -56,11 +59,14 @@ async def timed_sync(personal: Service, url: str, label: str) -> None:
           f"in {elapsed:.2f} s{rate}")
 
 
-async def bench(nodes: int, edits: int, workdir: Path) -> None:
+async def bench(nodes: int, edits: int, merges: int, workdir: Path) -> None:
     team_db = workdir / "team.db"
     team = await Service.open(team_db, seed=False)
     documents = [(f"synthetic-{i}", document) for i, document, _ in Corpus(seed=7).generate(nodes)]
-    await team.import_documents(documents)
+    created = (await team.import_documents(documents)).created
+    async with team.store.write() as tx:  # what confirmed dedupe tasks write, without the votes
+        for merged, canonical in zip(created[:2 * merges:2], created[1:2 * merges:2]):
+            await write_merge(tx, merged, canonical, "active", None, "bench-maintainer", "local")
     await team.close()
 
     port = free_port()
@@ -73,7 +79,7 @@ async def bench(nodes: int, edits: int, workdir: Path) -> None:
     personal = await Service.open(workdir / "personal.db", seed=False)
     try:
         await wait_until_up(url)
-        await timed_sync(personal, url, f"first sync of {nodes:,} nodes")
+        await timed_sync(personal, url, f"first sync of {nodes:,} nodes, {merges:,} of them merged into others")
         await timed_sync(personal, url, "second sync, nothing changed")
         async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
             listed = (await client.get("/v1/nodes", params={"limit": edits, "fields": "title"})).json()["nodes"]
@@ -94,9 +100,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--edits", type=int, default=200)
+    parser.add_argument("--merges", type=int, default=0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
-        asyncio.run(bench(args.nodes, args.edits, Path(workdir)))
+        asyncio.run(bench(args.nodes, args.edits, args.merges, Path(workdir)))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from .maintaining import write_merge, write_status
 from .outcomes import archive_answered_failures, current_revisions, node_answers
 from .publishing import Prepared, behavior_hash, require_node_id
 from .search import index_row
-from .store import RevisionRow, Store, SyncedHead, SyncedRevision, Writer
+from .store import RevisionRow, SearchRow, Store, SyncedHead, SyncedRevision, Writer
 
 if TYPE_CHECKING:
     from .remote import RemoteMesh
@@ -56,6 +56,24 @@ class SyncReport:
         return {"remote": self.remote, "created": self.created, "updated": self.updated,
                 "unchanged": self.unchanged, "conflicts": self.conflicts, "evidence": self.evidence,
                 "statuses": self.statuses, "merged": self.merged, "cursor": self.cursor}
+
+
+@dataclass
+class PageIndex:
+    """The index rows of the nodes a sync page wrote, written together before the page commits: a
+    node's rows cost ~1.6 ms one at a time (eight statements, each a thread hop on SQLite), a
+    page's the same eight statements (docs/decisions.md, "Sync")."""
+
+    fresh: list[tuple[str, SearchRow]] = field(default_factory=list)  # nodes new here: no rows to replace
+    replaced: list[tuple[str, SearchRow]] = field(default_factory=list)
+
+    def add(self, node_id: str, row: SearchRow, *, fresh: bool) -> None:
+        (self.fresh if fresh else self.replaced).append((node_id, row))
+
+    async def write(self, tx: Writer) -> None:
+        await tx.write_search_rows(self.fresh, fresh=True)
+        await tx.write_search_rows(self.replaced)
+        self.fresh, self.replaced = [], []
 
 
 @dataclass(frozen=True)
@@ -95,26 +113,19 @@ class Syncing:
                     raise remote_error(f"{base_url}/v1/changes did not answer with a change feed")
                 total = max(total, done + len(entries) + int(page.get("remaining") or 0))
                 plans = await self._plans(base_url, entries)
-                # Fetch histories ahead, a few at a time, while the writes stay one after another.
-                limiter = asyncio.Semaphore(FETCHES_AT_ONCE)
-
-                async def fetch(plan: NodePlan) -> dict[str, Any]:
-                    async with limiter:
-                        return await mesh.article_history(plan.node_id, after=plan.base or 0, include="documents")
-
-                histories = {plan.node_id: asyncio.ensure_future(fetch(plan)) for plan in plans if plan.revised}
-                try:
+                fetched = await self._fetch_page(mesh, plans)
+                agent = await self.local_agent_id()
+                # One transaction a page, the cursor in it: a page lands whole or not at all, and
+                # FTS5 flushes one segment a page instead of one a node (docs/decisions.md, "Sync").
+                async with self.store.write() as tx:
+                    indexing = PageIndex()
                     for plan in plans:
-                        await self._sync_node(base_url, mesh, plan, histories.get(plan.node_id), report)
+                        await self._sync_node(tx, base_url, plan, fetched.get(plan.node_id, {}), agent, indexing, report)
                         done += 1
                         if progress:
                             progress(done, total)
-                finally:
-                    for pending in histories.values():
-                        pending.cancel()
-                    await asyncio.gather(*histories.values(), return_exceptions=True)
-                cursor = page["next_cursor"]
-                async with self.store.write() as tx:
+                    await indexing.write(tx)
+                    cursor = page["next_cursor"]
                     await tx.set_sync_cursor(base_url, cursor)
                 if not page.get("has_more") or not entries:
                     break
@@ -147,91 +158,105 @@ class Syncing:
             ))
         return plans
 
-    async def _sync_node(self, remote_url: str, mesh: RemoteMesh, plan: NodePlan,
-                         history: Awaitable[dict[str, Any]] | None, report: SyncReport) -> None:
-        written = await self._sync_revisions(remote_url, plan, await history, report) if history else None
-        pulled = await self._sync_evidence(remote_url, mesh, plan.node_id, plan.evidence_after) if plan.new_evidence else 0
+    async def _fetch_page(self, mesh: RemoteMesh, plans: list[NodePlan]) -> dict[str, dict[str, Any]]:
+        """Per node of a page, what the remote has for it: `history` (revisions after the merge base,
+        with documents) when revised, `feedback` (outcome reports after the last pulled one, and the
+        last report's id) when it has new evidence. A few requests at a time, before any write."""
+        limiter = asyncio.Semaphore(FETCHES_AT_ONCE)
+
+        async def history(plan: NodePlan) -> tuple[str, str, Any]:
+            async with limiter:
+                return plan.node_id, "history", await mesh.article_history(plan.node_id, after=plan.base or 0,
+                                                                            include="documents")
+
+        async def feedback(plan: NodePlan) -> tuple[str, str, Any]:
+            async with limiter:
+                return plan.node_id, "feedback", await self._fetch_feedback(mesh, plan.node_id, plan.evidence_after)
+
+        fetches = [history(plan) for plan in plans if plan.revised] + [feedback(plan) for plan in plans if plan.new_evidence]
+        fetched: dict[str, dict[str, Any]] = {}
+        for node_id, kind, value in await asyncio.gather(*fetches):
+            fetched.setdefault(node_id, {})[kind] = value
+        return fetched
+
+    async def _sync_node(self, tx: Writer, remote_url: str, plan: NodePlan, fetched: dict[str, Any], agent: str,
+                         indexing: PageIndex, report: SyncReport) -> None:
+        written = (await self._sync_revisions(tx, remote_url, plan, fetched["history"], indexing, report)
+                   if "history" in fetched else None)
+        pulled = await self._sync_evidence(tx, remote_url, plan.node_id, *fetched["feedback"]) if "feedback" in fetched else 0
         report.evidence += pulled
         # a merge or a status change writes no revision: the feed's entry is all that says so
         pairs = [(m, plan.node_id) for m in plan.merged_from] + ([(plan.node_id, plan.merged_into)] if plan.merged_into else [])
-        merged = bool(pairs) and await self._sync_merges(remote_url, pairs, report)
-        restated = not written and await self._sync_status(remote_url, plan, report)
+        merged = bool(pairs) and await self._sync_merges(tx, remote_url, pairs, agent, report)
+        restated = not written and await self._sync_status(tx, remote_url, plan, agent, report)
         if written:
             (report.created if written == "created" else report.updated).append(plan.node_id)
         elif not (pulled or restated or merged):
             report.unchanged += 1
 
-    async def _sync_status(self, remote_url: str, plan: NodePlan, report: SyncReport) -> bool:
+    async def _sync_status(self, tx: Writer, remote_url: str, plan: NodePlan, agent: str, report: SyncReport) -> bool:
         """Take the remote's status (a maintainer promoted, set back or deprecated the node there) when
         it differs here; recorded in the audit log as this mesh's own act, naming the remote."""
-        row = await self.store.get_node(plan.node_id)
-        if row is None or row.status == plan.status:
+        state = await tx.node_for_edit(plan.node_id)
+        if state is None or state[2] == plan.status or await tx.redirect(plan.node_id) is not None:
             return False
-        agent = await self.local_agent_id()
-        async with self.store.write() as tx:
-            state = await tx.node_for_edit(plan.node_id)
-            if state is None or state[2] == plan.status or await tx.redirect(plan.node_id) is not None:
-                return False
-            _, document, previous = state
-            if plan.status == "verified" and not document["content"]["solutions"]:
-                return False  # the answer it was verified with did not reach this mesh (a kept local edit)
-            await write_status(tx, plan.node_id, previous, plan.status, None, agent, "local", synced_from=remote_url)
+        _, document, previous = state
+        if plan.status == "verified" and not document["content"]["solutions"]:
+            return False  # the answer it was verified with did not reach this mesh (a kept local edit)
+        await write_status(tx, plan.node_id, previous, plan.status, None, agent, "local", synced_from=remote_url)
         report.statuses.append({"id": plan.node_id, "from": previous, "to": plan.status})
         return True
 
-    async def _sync_merges(self, remote_url: str, pairs: list[tuple[str, str]], report: SyncReport) -> bool:
+    async def _sync_merges(self, tx: Writer, remote_url: str, pairs: list[tuple[str, str]], agent: str,
+                           report: SyncReport) -> bool:
         """The remote merged each (merged, canonical) pair: here too the merged node is deprecated and
         answers with the canonical one (301 over HTTP). Both nodes' entries name the pair, so whichever
         of them the feed brings second finds the other here."""
-        pending = [(merged, canonical) for merged, canonical in pairs if await self.store.redirect(merged) is None]
-        if not pending:  # the steady state of a canonical node's entry: merged here already
-            return False
         done = []
-        agent = await self.local_agent_id()
-        async with self.store.write() as tx:
-            for merged, canonical in pending:
-                state = await tx.node_for_edit(merged)
-                if state is None or await tx.node_for_edit(canonical) is None:
-                    continue  # one of them not synced here (yet)
-                if await tx.redirect(merged) is not None or await tx.redirect(canonical) is not None:
-                    continue  # already merged here
-                await write_merge(tx, merged, canonical, state[2], None, agent, "local", synced_from=remote_url)
-                done.append({"id": merged, "canonical": canonical})
+        for merged, canonical in pairs:
+            if await tx.redirect(merged) is not None or await tx.redirect(canonical) is not None:
+                continue  # already merged here (the steady state of a canonical node's entry)
+            state = await tx.node_for_edit(merged)
+            if state is None or await tx.node_for_edit(canonical) is None:
+                continue  # one of them not synced here (yet)
+            await write_merge(tx, merged, canonical, state[2], None, agent, "local", synced_from=remote_url)
+            done.append({"id": merged, "canonical": canonical})
         report.merged += done
         return bool(done)
 
-    async def _sync_revisions(self, remote_url: str, plan: NodePlan, history: dict[str, Any],
-                              report: SyncReport) -> str | None:
+    async def _sync_revisions(self, tx: Writer, remote_url: str, plan: NodePlan, history: dict[str, Any],
+                              indexing: PageIndex, report: SyncReport) -> str | None:
         """Copy the remote's revisions after the merge base; "created", "updated", or None (nothing new)."""
         node_id, status, base = plan.node_id, plan.status, plan.base
         remote_revisions = [_synced_revision(node_id, item) for item in history.get("revisions") or []]
-        async with self.store.write() as tx:
-            local = await tx.revisions_with_documents(node_id)
-            if base is None:
-                base = _shared_prefix(local, remote_revisions)
-            newer = [r for r in remote_revisions if r.row.revision > base]
-            if not newer:
-                if local:
-                    await tx.set_synced(remote_url, node_id, base)
-                return None
-            if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
-                raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
-            local_only = [r for r in local if r[0].revision > base]
-            moved = await self._move_local_edits(tx, remote_url, node_id, base, local, local_only, newer)
-            last = newer[-1]
-            document = json.loads(last.document_json)
-            prepared = Prepared.of(validate_node({**document, "status": status}))
-            head = SyncedHead(id=node_id, ecosystem=prepared.document.ecosystem, status=status,
-                              title=prepared.document.title, has_answer=bool(document["content"]["solutions"]),
-                              signature_hash=prepared.signature_hash, quoted_values=prepared.quoted_values,
-                              index=index_row(prepared.body))
-            await tx.apply_synced(head, newer, fresh=not local)
-            await tx.set_synced(remote_url, node_id, last.row.revision)
-            kept = await self._keep_local_edit(tx, moved, node_id, document, status, last.row) if moved else None
-            if kept is None:  # else publishing the kept edit refreshed evidence and failed attempts
-                now = datetime.now(UTC)
-                await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), last.solution_revisions, now))
-                await archive_answered_failures(tx, node_id, document, last.row.revision_id)
+        local = await tx.revisions_with_documents(node_id)
+        if base is None:
+            base = _shared_prefix(local, remote_revisions)
+        newer = [r for r in remote_revisions if r.row.revision > base]
+        if not newer:
+            if local:
+                await tx.set_synced(remote_url, node_id, base)
+            return None
+        if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
+            raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
+        local_only = [r for r in local if r[0].revision > base]
+        moved = await self._move_local_edits(tx, remote_url, node_id, base, local, local_only, newer)
+        last = newer[-1]
+        document = json.loads(last.document_json)
+        prepared = Prepared.of(validate_node({**document, "status": status}))
+        head = SyncedHead(id=node_id, ecosystem=prepared.document.ecosystem, status=status,
+                          title=prepared.document.title, has_answer=bool(document["content"]["solutions"]),
+                          signature_hash=prepared.signature_hash, quoted_values=prepared.quoted_values)
+        await tx.apply_synced(head, newer, fresh=not local)
+        indexing.add(node_id, index_row(prepared.body), fresh=not local)
+        if moved:  # the kept edit is published over these rows, so they are written first
+            await indexing.write(tx)
+        await tx.set_synced(remote_url, node_id, last.row.revision)
+        kept = await self._keep_local_edit(tx, moved, node_id, document, status, last.row) if moved else None
+        if kept is None:  # else publishing the kept edit refreshed evidence and failed attempts
+            now = datetime.now(UTC)
+            await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), last.solution_revisions, now))
+            await archive_answered_failures(tx, node_id, document, last.row.revision_id)
         if moved:
             report.conflicts.append({
                 "id": node_id, "base_revision": base, "remote_revision": last.row.revision,
@@ -240,28 +265,31 @@ class Syncing:
             })
         return "updated" if local else "created"
 
-    async def _sync_evidence(self, remote_url: str, mesh: RemoteMesh, node_id: str, after: int) -> int:
-        """Copy the remote's outcome reports after `after`; returns how many are new here."""
+    @staticmethod
+    async def _fetch_feedback(mesh: RemoteMesh, node_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
+        """The remote's outcome reports on a node after `after`, and the last one's id."""
         rows: list[dict[str, Any]] = []
         while True:
             page = await mesh.list_feedback(node_id, after=after)
             items = page.get("feedback")
             if not isinstance(items, list) or not isinstance(page.get("next_after"), int):
-                raise remote_error(f"{remote_url} did not answer with the feedback of {node_id}")
+                raise remote_error(f"{mesh.base_url} did not answer with the feedback of {node_id}")
             rows += [_feedback_row(node_id, item) for item in items]
             after = page["next_after"]
             if not page.get("has_more") or not items:
-                break
-        async with self.store.write() as tx:
-            _, document, known = await node_answers(tx, node_id)
-            # A report on a solution revision this mesh does not have (renumbered by a conflict) stays behind.
-            usable = [row for row in rows if row["solution_revision"] in known.get(row["solution_id"], {}).values()]
-            pulled = await tx.insert_synced_feedback(usable)
-            if pulled:
-                current = current_revisions(document, known)
-                await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC)))
-                await tx.touch_node(node_id)
-            await tx.set_evidence_synced(remote_url, node_id, after)
+                return rows, after
+
+    async def _sync_evidence(self, tx: Writer, remote_url: str, node_id: str, rows: list[dict[str, Any]], after: int) -> int:
+        """Store the remote's outcome reports fetched for a node; returns how many are new here."""
+        _, document, known = await node_answers(tx, node_id)
+        # A report on a solution revision this mesh does not have (renumbered by a conflict) stays behind.
+        usable = [row for row in rows if row["solution_revision"] in known.get(row["solution_id"], {}).values()]
+        pulled = await tx.insert_synced_feedback(usable)
+        if pulled:
+            current = current_revisions(document, known)
+            await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), current, datetime.now(UTC)))
+            await tx.touch_node(node_id)
+        await tx.set_evidence_synced(remote_url, node_id, after)
         return pulled
 
     async def _move_local_edits(self, tx: Writer, remote_url: str, node_id: str, base: int,

@@ -378,7 +378,13 @@ def synced_head(document: dict[str, Any]) -> SyncedHead:
     prepared = publishing.prepare(document)
     return SyncedHead(prepared.document.id, prepared.document.ecosystem, prepared.document.status,
                       prepared.document.title, bool(prepared.body["content"]["solutions"]), prepared.signature_hash,
-                      prepared.quoted_values, index_row(prepared.body))
+                      prepared.quoted_values)
+
+
+async def apply_synced(tx: Any, document: dict[str, Any], revisions: list[SyncedRevision], *, fresh: bool) -> None:
+    """What a sync writes for a node: its revisions, then its index rows."""
+    await tx.apply_synced(synced_head(document), revisions, fresh=fresh)
+    await tx.write_search_rows([(document["id"], index_row(publishing.prepare(document).body))], fresh=fresh)
 
 
 async def test_apply_synced_fresh_and_over_local(stores, make_doc, clock):
@@ -389,7 +395,7 @@ async def test_apply_synced_fresh_and_over_local(stores, make_doc, clock):
     second = edited(document, symptom="Remote symptom.")
     remote_second = synced_revision(second, node_id=node_id, revision=2, revision_id="rev_remote2",
                                     at="2025-06-02T00:00:00.000000Z")
-    await same(stores, lambda tx: tx.apply_synced(synced_head(second), [remote_first, remote_second], fresh=True),
+    await same(stores, lambda tx: apply_synced(tx, second, [remote_first, remote_second], fresh=True),
                writing=True)
     node = await same(stores, lambda s: s.get_node(node_id))
     assert (node.revision, node.version, node.created_at, node.updated_at) == (
@@ -402,7 +408,7 @@ async def test_apply_synced_fresh_and_over_local(stores, make_doc, clock):
     third = edited(second, symptom="Remote symptom, again.")
     remote_third = synced_revision(third, node_id=node_id, revision=3, revision_id="rev_remote3",
                                    at="2025-06-03T00:00:00.000000Z")
-    await same(stores, lambda tx: tx.apply_synced(synced_head(third), [remote_third], fresh=False), writing=True)
+    await same(stores, lambda tx: apply_synced(tx, third, [remote_third], fresh=False), writing=True)
     assert (await same(stores, lambda s: s.get_node(node_id))).revision == 3
     assert [row[0] for row in await same(stores, lambda s: s.changes_after(0, 10))] == [2]
     await all_reads(stores, node_id)
@@ -446,7 +452,7 @@ async def test_move_revisions_into_a_conflict(stores, make_doc, clock):
     remote_doc = edited(document, symptom="Remote symptom.")
     remote_second = synced_revision(remote_doc, node_id=node.id, revision=2, revision_id="rev_remote2",
                                     at="2025-06-02T00:00:00.000000Z")
-    await same(stores, lambda tx: tx.apply_synced(synced_head(remote_doc), [remote_second], fresh=False), writing=True)
+    await same(stores, lambda tx: apply_synced(tx, remote_doc, [remote_second], fresh=False), writing=True)
     tick(clock, 4)
     kept = await apply_same_edit(stores, node.id, edited(local_one, symptom="Local symptom."))
     assert kept.revision == 3

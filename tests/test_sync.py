@@ -115,10 +115,13 @@ async def test_an_interrupted_sync_resumes_from_its_saved_cursor(team, team_url,
 
     with pytest.raises(Stop):
         await personal.sync_from(team_url, progress=stop_at_third, page_size=2)
+    # The first page landed with its cursor; the interrupted second page left nothing half written.
+    assert await personal.store.count_nodes() == 2
     resumed = await personal.sync_from(team_url, page_size=2)
-    assert resumed.created == ["python/team-3", "python/team-4"]
-    assert resumed.unchanged == 1, "the node written before the interruption is not written twice"
+    assert resumed.created == ["python/team-2", "python/team-3", "python/team-4"]
+    assert resumed.unchanged == 0, "the first page is not read again"
     assert await personal.store.count_nodes() == 5
+    assert [len(await personal.store.revisions(f"python/team-{n}")) for n in range(5)] == [1] * 5
 
 
 async def test_edits_on_both_sides_keep_the_local_edit_on_top_and_report_it(team, team_url, personal, make_doc):

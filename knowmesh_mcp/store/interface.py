@@ -131,7 +131,8 @@ class Writer(Protocol):
         ...
 
     async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
-        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current."""
+        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current.
+        Not its index rows: a sync writes a page's at once (`write_search_rows`)."""
         ...
 
     async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:

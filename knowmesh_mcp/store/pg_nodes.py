@@ -552,7 +552,8 @@ class NodeWrites:
         await self.connection.execute("UPDATE sync_conflicts SET kept_revision = %s WHERE id = %s", (revision, conflict_id))
 
     async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
-        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current."""
+        """Write the remote's revisions with their ids, numbers, authors and times, and make the last current
+        (not its index rows: a sync writes a page's at once)."""
         last = revisions[-1].row
         values = (head.status, head.title, last.version, last.revision, int(head.has_answer), head.signature_hash,
                   json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
@@ -588,4 +589,3 @@ class NodeWrites:
             [(head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
              for r in revisions for sid, digest in r.solution_hashes.items()],
         )
-        await self.write_search_rows([(head.id, head.index)], fresh=fresh)

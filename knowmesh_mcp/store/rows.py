@@ -235,4 +235,3 @@ class SyncedHead:
     has_answer: bool
     signature_hash: str
     quoted_values: list[str]
-    index: SearchRow
