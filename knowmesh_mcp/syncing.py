@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -115,8 +115,8 @@ class Syncing:
                 plans = await self._plans(base_url, entries)
                 fetched = await self._fetch_page(mesh, plans)
                 agent = await self.local_agent_id()
-                # One transaction a page, the cursor in it: a page lands whole or not at all, and
-                # FTS5 flushes one segment a page instead of one a node (docs/decisions.md, "Sync").
+                # One transaction a page, the cursor in it: a page lands whole or not at all, and its
+                # index rows are written together (docs/decisions.md, "Sync").
                 async with self.store.write() as tx:
                     indexing = PageIndex()
                     for plan in plans:
