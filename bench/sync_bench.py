@@ -1,12 +1,13 @@
 """Sync throughput: a personal mesh pulling a team mesh over real HTTP.
 
-    python bench/sync_bench.py [--nodes 5000] [--edits 200] [--merges 0]
+    python bench/sync_bench.py [--nodes 5000] [--edits 200] [--merges 0] [--team-db postgresql://...]
 
 The team mesh is a `knowmesh-mcp serve --http` subprocess over a database of synthetic nodes
 (bench/synthetic.py); the personal mesh syncs from it in this process, as
 `knowmesh-mcp sync --from URL` does. Prints: the first full sync (nodes/s), a second sync
 with nothing to change, and an incremental sync after `--edits` team edits. `--merges N` first
 merges N pairs of the team's nodes (each change a sync reads names the nodes merged into it).
+`--team-db` puts the team mesh in an empty PostgreSQL database instead of a SQLite file.
 Asserts nothing.
 """
 
@@ -59,8 +60,8 @@ async def timed_sync(personal: Service, url: str, label: str) -> None:
           f"in {elapsed:.2f} s{rate}")
 
 
-async def bench(nodes: int, edits: int, merges: int, workdir: Path) -> None:
-    team_db = workdir / "team.db"
+async def bench(nodes: int, edits: int, merges: int, workdir: Path, team_db: str | None = None) -> None:
+    team_db = team_db or str(workdir / "team.db")
     team = await Service.open(team_db, seed=False)
     documents = [(f"synthetic-{i}", document) for i, document, _ in Corpus(seed=7).generate(nodes)]
     created = (await team.import_documents(documents)).created
@@ -101,9 +102,10 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--edits", type=int, default=200)
     parser.add_argument("--merges", type=int, default=0)
+    parser.add_argument("--team-db", help="an empty PostgreSQL database for the team mesh (default: a SQLite file)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
-        asyncio.run(bench(args.nodes, args.edits, args.merges, Path(workdir)))
+        asyncio.run(bench(args.nodes, args.edits, args.merges, Path(workdir), args.team_db))
 
 
 if __name__ == "__main__":
