@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx2
 import pytest
-from conftest import opened, serving
+from conftest import new_pg_database, opened, serving
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -29,9 +29,9 @@ LOCAL = {"id": "my-agent"}
 
 
 @pytest.fixture
-async def team(tmp_path) -> AsyncIterator[Service]:
-    async with opened(tmp_path / "team.db") as service:
-        yield service
+async def team(service) -> Service:
+    """The team's mesh, on each backend (conftest's `service`): the personal mesh syncs from either alike."""
+    return service
 
 
 @pytest.fixture
@@ -122,6 +122,31 @@ async def test_an_interrupted_sync_resumes_from_its_saved_cursor(team, team_url,
     assert resumed.unchanged == 0, "the first page is not read again"
     assert await personal.store.count_nodes() == 5
     assert [len(await personal.store.revisions(f"python/team-{n}")) for n in range(5)] == [1] * 5
+
+
+async def test_a_personal_mesh_on_postgres_syncs_a_page_at_a_time_as_one_on_sqlite(team, team_url, postgres_server, make_doc):
+    for n in range(5):
+        await team.create_node(node(make_doc, n), agent=AGENT)
+    await team.report_outcome({"node": "python/team-4", "solution": "venv-macos", "outcome": "solved",
+                               "env": {"os": "macos"}, "evidence": {"exit_code": 0}}, actor=Actor("team-a", "claimed"))
+
+    def stop_at_third(done: int, total: int) -> None:
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with new_pg_database(postgres_server) as url:
+        async with opened(url) as personal:
+            with pytest.raises(KeyboardInterrupt):
+                await personal.sync_from(team_url, progress=stop_at_third, page_size=2)
+            assert await personal.store.count_nodes() == 2, "the interrupted page left nothing half written"
+            report = await personal.sync_from(team_url, page_size=2)
+            assert report.created == ["python/team-2", "python/team-3", "python/team-4"] and report.evidence == 1
+            for n in range(5):
+                assert await history(personal, f"python/team-{n}") == await history(team, f"python/team-{n}")
+            found = await personal.search("ModuleNotFoundError: No module named 'team_pkg_3'")
+            assert found["results"][0]["id"] == "python/team-3", "a page's index rows are written with it"
+            again = await personal.sync_from(team_url)
+            assert (again.created, again.updated, again.evidence) == ([], [], 0)
 
 
 async def test_edits_on_both_sides_keep_the_local_edit_on_top_and_report_it(team, team_url, personal, make_doc):
