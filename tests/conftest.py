@@ -242,14 +242,15 @@ def postgres_server() -> Iterator[str]:
 
 
 @contextmanager
-def new_pg_database(server: str) -> Iterator[str]:
-    """An empty database of its own on the test server (its URL), dropped afterwards."""
+def new_pg_database(server: str, template: str = "template0") -> Iterator[str]:
+    """An empty database of its own on the test server (its URL), dropped afterwards; or a copy of
+    `template` (a database of this server no one is connected to)."""
     import psycopg
 
     name = f"knowmesh_test_{os.getpid()}_{next(_DATABASES)}"
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE {template} ENCODING 'UTF8'")
     try:
         yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
     finally:

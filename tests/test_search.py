@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import pytest
+from conftest import BACKENDS, new_pg_database, opened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,9 +27,42 @@ pytestmark = pytest.mark.anyio
 SEED_CACHE: dict[str, bytes] = {}
 
 
-@pytest.fixture
-async def corpus(tmp_path) -> AsyncIterator[Service]:
-    """A database seeded with the starter corpus (built once, copied per test)."""
+@pytest.fixture(scope="session")
+def pg_templates(postgres_server: str) -> Iterator[list[str]]:
+    """The seeded PostgreSQL databases that tests copy (one a worker), dropped at the end."""
+    import psycopg
+
+    names: list[str] = []
+    yield names
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        for name in names:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def seeded_pg_template(server: str, names: list[str]) -> str:
+    """A database of the starter corpus, made by the first test of a worker that needs one."""
+    import psycopg
+
+    if not names:
+        name = f"knowmesh_seeded_{os.getpid()}"
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
+        names.append(name)
+        await (await Service.open(urlunsplit(urlsplit(server)._replace(path=f"/{name}")))).close()
+    return names[0]
+
+
+@pytest.fixture(params=BACKENDS)
+async def corpus(request, tmp_path) -> AsyncIterator[Service]:
+    """A database seeded with the starter corpus (built once, copied per test), on each backend."""
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        template = await seeded_pg_template(server, request.getfixturevalue("pg_templates"))
+        with new_pg_database(server, template=template) as url:
+            async with opened(url) as service:
+                yield service
+        return
     path = tmp_path / "corpus.db"
     if "db" not in SEED_CACHE:
         service = await Service.open(path)
@@ -34,11 +70,8 @@ async def corpus(tmp_path) -> AsyncIterator[Service]:
         SEED_CACHE["db"] = path.read_bytes()
     else:
         path.write_bytes(SEED_CACHE["db"])
-    service = await Service.open(path)
-    try:
+    async with opened(path) as service:
         yield service
-    finally:
-        await service.close()
 
 
 def ids(envelope: dict) -> list[str]:
