@@ -136,14 +136,15 @@ async def sqlite_service(tmp_path) -> AsyncIterator[Service]:
 
 
 # The backends the `service` fixture runs a test on: both for the modules below (a machine without
-# PostgreSQL skips the second half; CI requires it), SQLite for the rest so far.
+# PostgreSQL skips the second half; CI requires it), SQLite for the rest so far. A module here that
+# builds its own mesh must parametrize it too: tests/test_backend_coverage.py checks each has PostgreSQL tests.
 # KNOWMESH_TEST_BACKENDS=sqlite (or =postgres) narrows it.
 BACKENDS = [name for name in os.environ.get("KNOWMESH_TEST_BACKENDS", "sqlite,postgres").split(",") if name]
 ON_BOTH_BACKENDS = {
     "test_create_read", "test_editing", "test_evidence", "test_evidence_identity", "test_identity", "test_maintainers",
     "test_http", "test_mcp", "test_sync", "test_changes", "test_issues", "test_search", "test_remote", "test_pages",
-    "test_mcp_hardening", "test_hardening", "test_articles", "test_starter", "test_markdown_safety", "test_examples",
-    "test_http_fuzz", "test_health", "test_placeholders",
+    "test_mcp_hardening", "test_hardening", "test_starter", "test_markdown_safety", "test_examples",
+    "test_http_fuzz", "test_health", "test_placeholders", "test_store",
 }
 
 

@@ -1,9 +1,10 @@
-"""The SQLite store: migrations, pragmas, immutability, and all-or-nothing writes."""
+"""The store: SQLite's migrations and pragmas; on both backends, immutability and all-or-nothing writes."""
 
 from __future__ import annotations
 
 import sqlite3
 
+import psycopg
 import pytest
 
 from knowmesh_mcp.model import validate_node
@@ -64,6 +65,16 @@ async def test_pragmas(tmp_path):
         await store.close()
 
 
+# What each backend raises when its constraints or triggers refuse a write.
+INTEGRITY_ERRORS = (sqlite3.IntegrityError, psycopg.IntegrityError)
+
+
+async def count_rows(connection, table: str) -> int:
+    """A table's row count through a writer's own connection (aiosqlite's and psycopg's read alike)."""
+    cursor = await connection.execute(f"SELECT count(*) FROM {table}")
+    return (await cursor.fetchone())[0]
+
+
 @pytest.mark.anyio
 async def test_versions_and_revisions_are_immutable(service: Service, make_doc):
     await service.create_node(make_doc())
@@ -73,7 +84,7 @@ async def test_versions_and_revisions_are_immutable(service: Service, make_doc):
         "UPDATE article_revisions SET summary = 'x'",
         "DELETE FROM article_revisions",
     ):
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(INTEGRITY_ERRORS):
             async with service.store.write() as tx:
                 await tx.connection.execute(statement)
     read = await service.read_node("python/module-not-found-venv")
@@ -89,14 +100,14 @@ async def test_a_failing_write_leaves_nothing_behind(service: Service, make_doc)
     other = Prepared.of(validate_node(make_doc(id="python/other", error="KeyError: 'x'")))
     collide = other.new_node(kind="create", agent=None, summary="x")
     object.__setattr__(collide, "revision_id", broken.revision_id)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY_ERRORS):
         async with service.store.write() as tx:
             await tx.insert_nodes([broken, collide])
     assert await service.store.count_nodes() == 0
     async with service.store.write() as tx:
-        for table in ("node_versions", "article_revisions", "solution_revisions", "node_search"):
-            async with tx.connection.execute(f"SELECT count(*) FROM {table}") as cursor:
-                assert (await cursor.fetchone())[0] == 0, table
+        for table in ("nodes", "node_versions", "article_revisions", "solution_revisions", "node_search", "node_index",
+                      "node_signatures"):
+            assert await count_rows(tx.connection, table) == 0, table
 
 
 @pytest.mark.anyio
