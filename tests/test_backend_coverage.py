@@ -22,14 +22,12 @@ ON_POSTGRES = re.compile(r"\[(?:[^\]]*-)?postgres(?:-[^\]]*)?\]$")
 
 
 def collected_ids() -> list[str]:
-    # An xdist worker's PYTEST_XDIST_* variables would make the child think it is a worker too
-    # (pytest-benchmark then warns, and warnings are errors); `-o addopts=` drops the parallel
-    # options, so `-p no:benchmark` of pyproject's addopts is given again.
+    # pyproject's options hold (`-q`, no benchmark plugin) but its parallelism; an xdist worker's
+    # PYTEST_XDIST_WORKER would make the child believe it is a worker too.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["KNOWMESH_TEST_BACKENDS"] = "sqlite,postgres"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=",
-         "-p", "no:benchmark", "-p", "no:cacheprovider", str(TESTS)],
+        [sys.executable, "-m", "pytest", "--collect-only", "-n", "0", "-p", "no:cacheprovider", str(TESTS)],
         capture_output=True, text=True, env=env, cwd=TESTS.parent, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
