@@ -17,7 +17,6 @@ import json
 import math
 from operator import mul
 from functools import lru_cache
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from .store import CandidateText
+from .store.rows import ARTICLE_SHIFT, COUNT_CAP, FIELD_MASK, SIGNATURE_SHIFT
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 FEATURES = (
@@ -131,43 +131,52 @@ class _Query:
         words = frozenset(terms.words)
         self.everything = self.asked | words
         self.universe = self.everything | self.first
-        groups = (self.first, decisive, context, words)  # the order of `field`'s shares
-        # Each term's groups (indexes into `groups`), so one pass over a field's terms sums every group.
-        self.groups_of = {t: tuple(i for i, group in enumerate(groups) if t in group) for t in self.universe}
+        groups = (self.first, decisive, context, words)  # the order of `fields`' shares
+        # Each term's idf, groups (indexes into `groups`) and whether it is asked: one pass sums every group.
+        self.of_term = {t: (idf[t], tuple(i for i, group in enumerate(groups) if t in group), t in self.asked)
+                        for t in self.universe}
         self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]
         self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
 
-    def field(self, counts: Counter[str]) -> tuple[set[str], list[float]]:
-        """The query terms a field holds, and the BM25 there of the first line's, the decisive lines',
-        the other lines' and the prose words' terms, each as a share of what holding each of its terms
-        once scores (b = 0, k1 = 1.2, 1.0 for one occurrence)."""
+    def fields(self, counts: dict[str, int]) -> tuple[set[str], set[str], list[float], float]:
+        """One pass over the query terms a candidate holds (`CandidateText.counts`): those of its
+        title and signature, all of them, the BM25 in title, signature and article (in that order)
+        of the first line's, the decisive lines', the other lines' and the prose words' terms, each
+        as a share of what holding each of its terms once scores (b = 0, k1 = 1.2, 1.0 for one
+        occurrence), and `flat`: that share of the decisive and context terms for the three fields
+        read as one text."""
         # `keys() & set` walks the smaller side; `frozenset.intersection(dict)` walks every key of an article
         held = counts.keys() & self.universe
-        idf, groups_of = self.idf, self.groups_of
-        sums = [0.0, 0.0, 0.0, 0.0]
-        for t in held:
-            weight = idf[t] * _SATURATION[counts[t]]
-            for i in groups_of[t]:
-                sums[i] += weight
-        return held, [found / total for found, total in zip(sums, self.totals)]
+        sums = [0.0] * 12
+        flat = 0.0
+        heads = set()
+        for term in held:
+            packed = counts[term]
+            title, signature, article = packed & FIELD_MASK, (packed >> SIGNATURE_SHIFT) & FIELD_MASK, packed >> ARTICLE_SHIFT
+            idf, groups, asked = self.of_term[term]
+            if title or signature:
+                heads.add(term)
+                if title:
+                    weight = idf * _SATURATION[title]
+                    for i in groups:
+                        sums[i] += weight
+                if signature:
+                    weight = idf * _SATURATION[signature]
+                    for i in groups:
+                        sums[4 + i] += weight
+            if article:
+                weight = idf * _SATURATION[article]
+                for i in groups:
+                    sums[8 + i] += weight
+            if asked:
+                flat += idf * _SATURATION[title + signature + article]
+        totals = self.totals
+        return heads, held, [found / totals[i & 3] for i, found in enumerate(sums)], flat / self.asked_total
 
-    def flat(self, counts: tuple[Counter[str], ...], held: set[str]) -> float:
-        """The share of the decisive and context terms, for the three fields read as one text."""
-        idf, (title, signature, article) = self.idf, counts
-        found = held & self.asked
-        return sum(idf[t] * _SATURATION[title.get(t, 0) + signature.get(t, 0) + article.get(t, 0)]
-                   for t in found) / self.asked_total if found else 0.0
 
-
-class _Saturation(dict):
-    """BM25's tf part (k1 = 1.2) by count; past 20 occurrences it no longer grows."""
-
-    def __missing__(self, count: int) -> float:
-        return self[20]
-
-
-_SATURATION = _Saturation({count: count * 2.2 / (count + 1.2) for count in range(21)})
+# BM25's tf part (k1 = 1.2) by count; past COUNT_CAP occurrences (of the three fields together) it no longer grows.
+_SATURATION = [min(count, COUNT_CAP) * 2.2 / (min(count, COUNT_CAP) + 1.2) for count in range(3 * COUNT_CAP + 1)]
 
 
 def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], set[str], set[str]]:
@@ -175,10 +184,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     whole text hold."""
     text = candidate.text
     terms = query.terms
-    counts = text.counts
-    (title, first_title), (signature, first_signature), (article, first_article) = map(query.field, counts)
+    heads, held, shares, flat = query.fields(text.counts)
     decisive, context, words = (
-        (10 * first_title[i] + 5 * first_signature[i] + first_article[i]) / 16  # as the term channel weighs fields
+        (10 * shares[i] + 5 * shares[4 + i] + shares[8 + i]) / 16  # as the term channel weighs fields
         for i in (1, 2, 3))
     slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
@@ -190,9 +198,6 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
-    heads = title | signature
-    held = heads | article
-    flat = query.flat(counts, held)
     return {
         "signature_first": 1.0 if first_line else 0.0,
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
@@ -203,9 +208,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
-        "first_title": first_title[0],
-        "first_signature": first_signature[0],
-        "first_article": first_article[0],
+        "first_title": shares[0],
+        "first_signature": shares[4],
+        "first_article": shares[8],
         "decisive_all": decisive,
         "decisive_best": 0.0,  # set once every candidate's decisive_all is known
         "context_all": context,
