@@ -123,7 +123,6 @@ class _Query:
         self.is_output = is_output
         self.mains = mains
         self.terms = terms
-        self.idf = idf
         self.first = frozenset(terms.first)
         decisive = frozenset(terms.decisive)
         context = frozenset(terms.context) - decisive
