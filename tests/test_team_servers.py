@@ -167,3 +167,68 @@ async def test_text_with_nul_never_gives_a_500_on_postgresql(pg_database: str, m
     assert created.status_code == 201 and read["content"]["symptom"] == document["content"]["symptom"]
     assert (listed.status_code, listed.json()["error"]["code"]) == (400, "invalid_text")
     assert searched.status_code == 200 and searched.json()["results"][0]["id"] == document["id"]
+
+
+def _report(agent: str, solution: str) -> dict:
+    return {"node": NODE, "solution": solution, "outcome": "failed", "env": LINUX, "agent": {"id": agent},
+            "reason": "still fails"}
+
+
+async def test_twelve_simultaneous_reports_on_one_server_are_all_accepted(pg_database: str):
+    """Each report held one pooled connection and the write lock while it asked the pool for a
+    second (the stats read, the write counter): twelve at once starved the pool of 8, 5 x 500
+    (PoolTimeout) after 30 s."""
+    async with serving(build_app(db_path=pg_database, seed=True, with_mcp=False)) as base:
+        async with httpx2.AsyncClient(base_url=base, timeout=60) as client:
+            solution = (await client.get(f"/v1/nodes/{NODE}")).json()["content"]["solutions"][0]["id"]
+            started = asyncio.get_running_loop().time()
+            answers = await asyncio.gather(*(client.post("/v1/feedback", json=_report(f"a{n}", solution))
+                                             for n in range(12)))
+            took = asyncio.get_running_loop().time() - started
+            stored = (await client.get(f"/v1/nodes/{NODE}/feedback")).json()["feedback"]
+    assert [a.status_code for a in answers] == [202] * 12, [a.text[:200] for a in answers if a.status_code != 202]
+    assert took < 10, f"twelve reports took {took:.1f} s"
+    assert sorted(row["agent_id"] for row in stored) == sorted(f"a{n}" for n in range(12))
+
+
+async def test_sixty_agents_reporting_at_once_over_three_servers_are_all_accepted(pg_database: str):
+    async with AsyncExitStack() as stack:
+        servers = await three_servers(stack, pg_database)
+        solution = (await servers[0].get(f"/v1/nodes/{NODE}")).json()["content"]["solutions"][0]["id"]
+        answers = await asyncio.gather(*(servers[n % 3].post("/v1/feedback", json=_report(f"agent-{n}", solution))
+                                         for n in range(60)))
+        assert [a.status_code for a in answers] == [202] * 60, [a.text[:200] for a in answers if a.status_code != 202]
+        final = (await servers[1].get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
+    assert final["content"]["solutions"] == [], "sixty failures from distinct agents: the answer is known_failed"
+
+
+async def test_a_write_lock_held_elsewhere_is_503_database_busy_and_reads_go_on(pg_database: str):
+    """A stuck peer (here a psql-like session) holds the mesh's write lock: writes give up after the
+    lock timeout with 503 database_busy and Retry-After, nothing written, and while they wait the
+    server's reads still answer (waiting writes used to hold its whole pool, without end)."""
+    import psycopg
+
+    from knowmesh_mcp.store.postgres import LOCK_TIMEOUT_SECONDS, WRITE_LOCK
+
+    async with serving(build_app(db_path=pg_database, seed=True, write_limit=0, with_mcp=False)) as base:
+        async with httpx2.AsyncClient(base_url=base, timeout=60) as client:
+            solution = (await client.get(f"/v1/nodes/{NODE}")).json()["content"]["solutions"][0]["id"]
+            async with await psycopg.AsyncConnection.connect(pg_database) as peer:
+                await peer.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))  # BEGIN; ... and nothing more
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                writes = [asyncio.ensure_future(client.post("/v1/feedback", json=_report(f"w{n}", solution)))
+                          for n in range(12)]
+                await asyncio.sleep(1)
+                reads = await asyncio.gather(*(client.get(f"/v1/nodes/{NODE}") for _ in range(10)))
+                read_time = loop.time() - started
+                answers = await asyncio.gather(*writes)
+                waited = loop.time() - started
+                await peer.rollback()
+            stored = (await client.get(f"/v1/nodes/{NODE}/feedback")).json()["feedback"]
+    assert [r.status_code for r in reads] == [200] * 10 and read_time < LOCK_TIMEOUT_SECONDS / 2
+    assert {a.status_code for a in answers} == {503}
+    assert {a.json()["error"]["code"] for a in answers} == {"database_busy"}
+    assert all(a.headers["retry-after"] == "5" for a in answers)
+    assert LOCK_TIMEOUT_SECONDS <= waited < LOCK_TIMEOUT_SECONDS + 5
+    assert stored == [], "nothing written"

@@ -13,16 +13,18 @@ so the service's read-then-write steps (base revisions, evidence replays) mean t
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import DatabaseUnusable, KnowmeshError
+from ..errors import DatabaseUnusable, KnowmeshError, database_busy
 from .interface import STARTER_CORPUS
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
@@ -41,6 +43,7 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
 MIGRATION_LOCK = 0x6B6E6F77  # "know": the advisory lock key every server takes to migrate
 WRITE_LOCK = 0x6D657368  # "mesh": taken by every write transaction, held until it ends
 POOL_SIZE = 8
+LOCK_TIMEOUT_SECONDS = 10  # a write that waits longer for the write lock is 503 database_busy, as on SQLite
 DEFER_BELOW = 10_000  # nodes: a bulk import into a mesh this small builds its GIN indexes at the end
 
 
@@ -100,6 +103,13 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         self.created = created  # True when this open made the database (a copy refuses such a source)
         self._pool = pool
         self._candidate_texts = CandidateTexts()
+        # This server's writes queue here, not in the pool: a write waiting for the mesh's lock holds
+        # no connection, so waiting writes never starve this server's reads.
+        self._write_queue = asyncio.Lock()
+        # The connection of the write transaction this task is inside: its reads use it (they see
+        # what the transaction wrote, and never ask the pool for a second connection while the
+        # mesh's lock is held: twelve such reports at once starved a pool of 8).
+        self._held: ContextVar[Any] = ContextVar(f"knowmesh_write_{id(self)}", default=None)
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -132,10 +142,30 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         """One transaction, serialized with every other write of the mesh: all of it commits, or none of it does."""
         from .postgres_writer import PostgresWriter
 
-        with nul_as_bad_input():
-            async with self._pool.connection() as connection, connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                yield PostgresWriter(connection)
+        import psycopg
+
+        if self._held.get() is not None:
+            raise RuntimeError("a write transaction inside another one would wait for its own lock")
+        try:
+            await asyncio.wait_for(self._write_queue.acquire(), LOCK_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise database_busy() from None
+        try:
+            with nul_as_bad_input():
+                async with self._pool.connection() as connection, connection.transaction():
+                    try:  # another server's write (or a stuck session) holds the lock: give up in time
+                        await connection.execute("SELECT set_config('lock_timeout', %s, true)",
+                                                 (f"{LOCK_TIMEOUT_SECONDS}s",))
+                        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    except psycopg.errors.LockNotAvailable:
+                        raise database_busy() from None
+                    held = self._held.set(connection)
+                    try:
+                        yield PostgresWriter(connection)
+                    finally:
+                        self._held.reset(held)
+        finally:
+            self._write_queue.release()
 
     @asynccontextmanager
     async def bulk_import(self) -> AsyncIterator[None]:
@@ -158,6 +188,9 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with nul_as_bad_input():
+            held = self._held.get()
+            if held is not None:
+                return await (await held.execute(sql, params)).fetchall()
             async with self._pool.connection() as connection:
                 return await (await connection.execute(sql, params)).fetchall()
 
