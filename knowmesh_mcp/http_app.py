@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .errors import KnowmeshError, bad_parameter
-from .outcomes import dedupe_markdown, review_markdown, submitter
+from .outcomes import Submission, dedupe_markdown, review_markdown
 from .http_auth import actor_of, auth_middleware, bearer
 from .http_guard import CrossSiteGuard, is_loopback
 from .identity import Actor, AuthMode
@@ -204,7 +204,7 @@ def build_app(
         writable()
         body = await read_json(request)
         actor = actor_of(request, body.pop("agent", None) if isinstance(body, dict) else None, auth)
-        created = await submission(request, actor, lambda _: current().create_node(body, actor=actor))
+        created = await submission(request, actor, lambda counted: current().create_node(body, actor=actor, submission=counted))
         return JSONResponse(created, status_code=201, headers=TRUST_HEADER)
 
     async def list_nodes(request: Request) -> Response:
@@ -278,7 +278,7 @@ def build_app(
         payload = await read_json(request)
         actor = actor_of(request, agent_field(payload), auth)
         accepted = await submission(request, actor,
-                                    lambda ip: current().report_failed_attempt(node_id, payload, ip_hash=ip, actor=actor))
+                                    lambda counted: current().report_failed_attempt(node_id, payload, submission=counted, actor=actor))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
     async def set_status(request: Request, node: str) -> Response:
@@ -317,7 +317,7 @@ def build_app(
         """Who an /mcp tool call acts as: the same rule and the same token as /v1."""
         return actor_of(request if isinstance(request, Request) else None, agent, auth)
 
-    async def mcp_submission(actor: Actor, request: Any, submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async def mcp_submission(actor: Actor, request: Any, submit: Callable[[Submission], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """The same write limit for the /mcp tools, per agent or client address."""
         return await submission(request if isinstance(request, Request) else None, actor, submit)
 
@@ -326,15 +326,10 @@ def build_app(
             raise KnowmeshError(403, "read_only", "this server is read-only")
 
     async def submission(request: Request | None, actor: Actor,
-                         submit: Callable[[str | None], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """A write under --write-limit: 429 past the allowance; only accepted submissions count."""
+                         submit: Callable[[Submission], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """A write under --write-limit: 429 past the allowance, counted in the write's own transaction."""
         client = request.client.host if request is not None and request.client else None
-        ip_hash = await current().ip_hash(client)
-        subject = submitter(actor, ip_hash)
-        await current().check_submission(subject, write_limit)
-        accepted = await submit(ip_hash)
-        await current().record_submission(subject)
-        return accepted
+        return await submit(Submission.of(actor, await current().ip_hash(client), write_limit))
 
     async def undo(request: Request) -> Response:
         """The undo token is the bearer (the spec's form), or `undo_token` in the body when the
@@ -353,7 +348,7 @@ def build_app(
         writable()
         payload = await read_json(request)
         actor = actor_of(request, agent_field(payload), auth)
-        accepted = await submission(request, actor, lambda ip: current().report_outcome(payload, ip_hash=ip, actor=actor))
+        accepted = await submission(request, actor, lambda counted: current().report_outcome(payload, submission=counted, actor=actor))
         return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
 
     async def review_page_of(request: Request) -> dict[str, Any]:
@@ -429,7 +424,7 @@ def build_app(
         writable()
         payload = await read_json(request)
         actor = actor_of(request, agent_field(payload), auth)
-        filed = await submission(request, actor, lambda ip: current().file_issue(payload, ip_hash=ip, actor=actor))
+        filed = await submission(request, actor, lambda counted: current().file_issue(payload, submission=counted, actor=actor))
         filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
         return JSONResponse(filed, status_code=202, headers=TRUST_HEADER)
 

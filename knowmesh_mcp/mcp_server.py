@@ -28,6 +28,7 @@ from pydantic import Field, ValidationError
 from .errors import KnowmeshError, plain_words
 from .identity import Actor
 from .limits import json_problem
+from .outcomes import UNCOUNTED, Submission
 from .reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
 from .results import (
     ArticleHistory,
@@ -63,22 +64,23 @@ class Mesh(Protocol):
     async def read_markdown(self, node_id: str) -> str: ...
     async def article_history(self, node_id: str, *, from_revision: Any = ..., to_revision: Any = ...) -> dict[str, Any]: ...
     async def review_queue(self, *, limit: Any = ..., offset: Any = ...) -> dict[str, Any]: ...
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = ..., actor: Actor | None = ...,
+                          submission: Submission = ...) -> dict[str, Any]: ...
     async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
                             actor: Actor | None = ...) -> dict[str, Any]: ...
     async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
                              actor: Actor | None = ...) -> dict[str, Any]: ...
     async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
                         actor: Actor | None = ...) -> dict[str, Any]: ...
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = ...,
+    async def report_outcome(self, report: Any, *, submission: Submission = ..., actor: Actor | None = ...) -> dict[str, Any]: ...
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, submission: Submission = ...,
                                     actor: Actor | None = ...) -> dict[str, Any]: ...
 
 
 MeshGetter = Callable[[], Mesh]
-Submit = Callable[[str | None], Awaitable[dict[str, Any]]]
+Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
 SubmissionGuard = Callable[[Actor | None, Any, Submit], Awaitable[dict[str, Any]]]
-"""(actor, the HTTP request or None, submit(ip_hash)) -> the accepted body: the HTTP server's write limit."""
+"""(actor, the HTTP request or None, submit(submission)) -> the accepted body: the HTTP server's write limit."""
 Identify = Callable[[Any, Any], Awaitable[Actor]]
 """(the call's `agent` argument, the HTTP request) -> who the call acts as: the HTTP server's token rule."""
 
@@ -343,7 +345,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
 
     async def submitted(actor: Actor | None, ctx: Context | None, submit: Submit) -> dict[str, Any]:
         if guard is None:
-            return await submit(None)
+            return await submit(UNCOUNTED)
         return await guard(actor, ctx.request_context.request if ctx else None, submit)
 
     async def actor_for(agent: dict[str, Any] | None, ctx: Context | None) -> Actor | None:
@@ -536,7 +538,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
                           "reason": reason, "note": note, "agent": agent, "node_version": node_version}
                 if revision is not None:
                     report["revision"] = revision
-                return await submitted(actor, ctx, lambda ip: get_mesh().report_outcome(report, ip_hash=ip, actor=actor))
+                return await submitted(actor, ctx, lambda counted: get_mesh().report_outcome(report, submission=counted, actor=actor))
 
             return await run_tool(call())
 
@@ -563,7 +565,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
                 actor = await actor_for(agent, ctx)
                 attempt = {"environment": environment, "summary": summary, "steps": steps, "reason": reason, "agent": agent}
                 return await submitted(actor, ctx,
-                                       lambda ip: get_mesh().report_failed_attempt(id, attempt, ip_hash=ip, actor=actor))
+                                       lambda counted: get_mesh().report_failed_attempt(id, attempt, submission=counted, actor=actor))
 
             return await run_tool(call())
 
@@ -589,7 +591,7 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
             async def call() -> dict[str, Any]:
                 actor = await actor_for(agent, ctx)
                 document = {"id": id, "ecosystem": ecosystem, "title": title, "signature": signature, "content": content}
-                return await submitted(actor, ctx, lambda _: get_mesh().create_node(document, agent=agent, actor=actor))
+                return await submitted(actor, ctx, lambda counted: get_mesh().create_node(document, agent=agent, actor=actor, submission=counted))
 
             return await run_tool(call())
 

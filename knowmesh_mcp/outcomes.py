@@ -29,6 +29,37 @@ from .reading import choose_answer, scoped_solutions
 from .store import DuplicateRow, NodeRow, StatsRow, Store, Writer, utc_now
 
 
+@dataclass(frozen=True)
+class Submission:
+    """A write under the hourly write limit of the spec: who it counts against (`subject`) and
+    the allowance (`limit`, 0: none). It is counted by `charge` inside the write's own
+    transaction, so a stored write is always counted and a refused one never is: a count written
+    after the commit could fail and turn a stored report into an error that a retry made a 409."""
+
+    subject: str | None = None
+    limit: int = 0
+    ip_hash: str | None = None  # the keyed hash of the client's address, stored for unproven writes
+
+    @classmethod
+    def of(cls, actor: Actor, ip_hash: str | None, limit: int) -> Submission:
+        """Counted against its agent (a token's, or an id a personal mesh takes as claimed), else the
+        keyed hash of its address (an unproven id could be rotated at will)."""
+        subject = "agent:" + actor.id if actor.votes and actor.id else f"ip:{ip_hash}" if ip_hash else None
+        return cls(subject, limit, ip_hash)
+
+    async def charge(self, tx: Writer) -> None:
+        """Count this write, first thing in its transaction: past the allowance it is 429, and a
+        write refused later in the transaction rolls its count back with it."""
+        if self.subject is None or self.limit <= 0:
+            return
+        if await tx.count_write(self.subject, _hour()) > self.limit > 0:
+            raise KnowmeshError(429, "rate_limited", f"at most {self.limit} submissions per hour per agent or address; "
+                                "try again next hour", limit=self.limit)
+
+
+UNCOUNTED = Submission()  # a local write: the CLI, stdio, a personal mesh without a limit
+
+
 class OutcomeReporting:
     """Mixed into Service: outcome reports and the evidence they derive (protocol section 4)."""
 
@@ -54,26 +85,17 @@ class OutcomeReporting:
     async def _shared_secret(self) -> str:
         """A database several servers share: every server must hash an address alike, so the secret
         is made once in the database (under the write lock, so two servers agree)."""
-        async with self.store.write() as tx:
-            secret = await self.store.get_meta("ip_hash_secret")
-            if secret is None:
-                secret = secrets.token_hex(32)
-                await tx.set_meta("ip_hash_secret", secret)
+        secret = await self.store.get_meta("ip_hash_secret")
+        if secret is None:
+            async with self.store.write() as tx:
+                secret = await self.store.get_meta("ip_hash_secret")  # read again under the lock
+                if secret is None:
+                    secret = secrets.token_hex(32)
+                    await tx.set_meta("ip_hash_secret", secret)
         return secret
 
-    async def check_submission(self, subject: str | None, limit: int) -> None:
-        """Rate limit of the spec: `limit` accepted submissions per hour per subject (0: off)."""
-        if limit > 0 and subject and await self.store.writes_in(subject, _hour()) >= limit:
-            raise KnowmeshError(429, "rate_limited", f"at most {limit} submissions per hour per agent or address; "
-                                "try again next hour", limit=limit)
-
-    async def record_submission(self, subject: str | None) -> None:
-        """Count an accepted submission; refused input never uses up the allowance."""
-        if subject:
-            async with self.store.write() as tx:
-                await tx.count_write(subject, _hour())
-
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
+    async def report_outcome(self, report: Any, *, submission: Submission = UNCOUNTED,
+                             actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
         if not isinstance(report, dict):
             raise KnowmeshError(400, "invalid_feedback", "the report must be a JSON object", field="/")
@@ -106,6 +128,7 @@ class OutcomeReporting:
             raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
         note = report.get("note") if isinstance(report.get("note"), str) else None
         async with self.store.write() as tx:
+            await submission.charge(tx)
             current_revision, document, known = await node_answers(tx, node_id)
             if solution_id not in known:
                 raise not_found("solution", solution_id)
@@ -125,7 +148,7 @@ class OutcomeReporting:
             row = {
                 "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
                 "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
-                "agent_id": agent_id, "model": model, "ip_hash": ip_hash if not reporter.votes else None,
+                "agent_id": agent_id, "model": model, "ip_hash": submission.ip_hash if not reporter.votes else None,
                 "proof": reporter.proof, "reason": reason, "note": note,
                 "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest() if evidence_object else None,
                 "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
@@ -198,12 +221,6 @@ def _hour() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H")
 
 
-def submitter(actor: Actor, ip_hash: str | None) -> str | None:
-    """Who a submission counts against: its agent (a token's, or an id a personal mesh takes as
-    claimed), else the keyed hash of its address (an unproven id could be rotated at will)."""
-    if actor.votes:
-        return "agent:" + actor.id  # type: ignore[operator]
-    return f"ip:{ip_hash}" if ip_hash else None
 
 
 def _stats_key(row: StatsRow) -> tuple[str, int, str]:
@@ -233,7 +250,7 @@ class FailedAttempts:
 
     store: Store
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None,
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED,
                                     actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/nodes/{id}/failures: record an approach that did not work, for the next agent."""
         require_node_id(node_id)
@@ -255,6 +272,7 @@ class FailedAttempts:
             raise bad_parameter("steps", f"steps must be 1 to {MAX_STEPS} commands you ran", code="invalid_failure")
         reporter = actor if actor is not None else acting(attempt.get("agent"), None, "off")
         async with self.store.write() as tx:
+            await submission.charge(tx)
             _, document, known = await node_answers(tx, node_id)
             current = current_revisions(document, known)
             # The stored rows are current: this transaction holds the write lock.
@@ -272,7 +290,7 @@ class FailedAttempts:
                 "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
                 "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
                 "reason": texts["reason"], "agent_id": reporter.id, "model": reporter.model, "proof": reporter.proof,
-                "ip_hash": ip_hash if not reporter.votes else None, "created_at": utc_now(),
+                "ip_hash": submission.ip_hash if not reporter.votes else None, "created_at": utc_now(),
             })
         return {"ok": True, "accepted": True, "id": failure_id, "node": node_id, "cluster": environment.cluster(),
                 "archived": False, "path": f"/v1/nodes/{node_id}/failures"}
@@ -606,7 +624,8 @@ class ServiceIssues:
 
     store: Store
 
-    async def file_issue(self, issue: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
+    async def file_issue(self, issue: Any, *, submission: Submission = UNCOUNTED,
+                         actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/issues: 202 with the issue number."""
         if not isinstance(issue, dict):
             raise KnowmeshError(400, "invalid_issue", "the issue must be a JSON object", field="/")
@@ -627,11 +646,12 @@ class ServiceIssues:
         details["labels"] = labels
         reporter = actor if actor is not None else acting(issue.get("agent"), None, "off")
         async with self.store.write() as tx:
+            await submission.charge(tx)
             number = await tx.insert_row("service_issues", {
                 "title": issue["title"].strip(), "body": issue["body"].strip(),
                 "details": json.dumps(details, ensure_ascii=False), "agent_id": reporter.id, "model": reporter.model,
-                "proof": reporter.proof, "ip_hash": ip_hash if not reporter.votes else None, "status": "open",
-                "created_at": utc_now(),
+                "proof": reporter.proof, "ip_hash": submission.ip_hash if not reporter.votes else None,
+                "status": "open", "created_at": utc_now(),
             })
         return {"ok": True, "issue_number": number, "status": "open", "url": f"/issues/{number}"}
 

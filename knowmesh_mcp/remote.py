@@ -21,6 +21,7 @@ import httpx2
 from .errors import KnowmeshError, remote_error
 from .identity import Actor, acting
 from .maintaining import following_merge, read_following_merge
+from .outcomes import UNCOUNTED, Submission
 from .publishing import require_node_id
 
 DEFAULT_TIMEOUT = 10.0  # seconds; KNOWMESH_TIMEOUT overrides
@@ -153,7 +154,8 @@ class RemoteMesh:
     async def review_queue(self, *, limit: Any = None, offset: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset})
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None) -> dict[str, Any]:
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None,
+                          submission: Submission = UNCOUNTED) -> dict[str, Any]:
         agent = self.agent_field(agent, actor)
         body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
         return await self.call("POST", "/v1/nodes", json=body)
@@ -182,11 +184,12 @@ class RemoteMesh:
         return await self.call("POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo",
                                json=body, headers=headers)
 
-    async def report_outcome(self, report: Any, *, ip_hash: str | None = None, actor: Actor | None = None) -> dict[str, Any]:
-        """`ip_hash` is the local server's business; the remote hashes this client's own address."""
+    async def report_outcome(self, report: Any, *, submission: Submission = UNCOUNTED,
+                             actor: Actor | None = None) -> dict[str, Any]:
+        """`submission` is the local server's business; the remote counts this client's own writes."""
         return await self.call("POST", "/v1/feedback", json=self.with_agent(report, actor))
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, ip_hash: str | None = None,
+    async def report_failed_attempt(self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED,
                                     actor: Actor | None = None) -> dict[str, Any]:
         return await self.call("POST", node_path(node_id) + "/failures", json=self.with_agent(attempt, actor))
 

@@ -36,9 +36,11 @@ from .normalize import NORMALIZER_VERSION, canonical_ecosystem
 from .outcomes import (
     Dedupe,
     FailedAttempts,
+    UNCOUNTED,
     OutcomeReporting,
     ReviewQueue,
     ServiceIssues,
+    Submission,
 )
 from .publishing import Prepared, prepare_off_loop, require_node_id
 from .reading import (
@@ -199,7 +201,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     # -- create ------------------------------------------------------------------------
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None) -> dict[str, Any]:
+    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None,
+                          submission: Submission = UNCOUNTED) -> dict[str, Any]:
         """POST /v1/nodes: publish a new problem (with or without an answer). Status is forced to draft."""
         author = actor if actor is not None else acting(agent, None, "off")  # optional on create, never malformed
         if isinstance(raw, dict):
@@ -208,6 +211,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         prepared = await prepare_off_loop(raw)
         document = prepared.document
         async with self.store.write() as tx:
+            await submission.charge(tx)
             if await tx.versions_of([document.id]):
                 raise KnowmeshError(
                     409, "node_exists",

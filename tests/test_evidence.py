@@ -4,6 +4,7 @@ service, HTTP and MCP: verified, known-failed and hidden, disputed, cleared, and
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import httpx2
@@ -286,6 +287,67 @@ async def test_failures_and_rate_limit_over_http(node: Service):
         assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
         other_agent = await client.post("/v1/feedback", json=report("failed", "agent-z"))
         assert other_agent.status_code == 202
+
+
+@pytest.mark.anyio
+async def test_simultaneous_submissions_never_pass_the_write_limit(node: Service):
+    """The allowance is counted in each submission's own transaction: twelve reports of one agent
+    at once under a limit of 3 store exactly 3 (a check before the write and a count after it let
+    every one of them pass the check)."""
+    import asyncio
+
+    app = build_app(service=node, with_mcp=False, write_limit=3)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        answers = await asyncio.gather(*(
+            client.post("/v1/feedback", json=report("failed", "agent-burst", env={"os": "linux", "runtime": f"python-{n + 1}"}))
+            for n in range(12)))
+        stored = (await client.get(f"/v1/nodes/{NODE}/feedback")).json()["feedback"]
+    assert sorted(a.status_code for a in answers) == [202] * 3 + [429] * 9
+    assert len(stored) == 3
+
+
+async def refuse_write_counts(service: Service) -> Callable[[], None]:
+    """A database fault at the last statement of a submission: the write counter's table refuses
+    rows (a trigger), as a full disk or a lost connection would at that moment. Returns the undo."""
+    if service.store.shared:
+        import psycopg
+
+        url = service.store.url  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                               "$$ BEGIN RAISE EXCEPTION 'refused'; END $$")
+            connection.execute("CREATE TRIGGER refuse BEFORE INSERT ON write_counts FOR EACH ROW EXECUTE FUNCTION refuse()")
+
+        def undo() -> None:
+            with psycopg.connect(url, autocommit=True) as connection:
+                connection.execute("DROP TRIGGER refuse ON write_counts")
+        return undo
+    import sqlite3
+
+    with sqlite3.connect(service.store.path) as connection:
+        connection.execute("CREATE TRIGGER refuse BEFORE INSERT ON write_counts BEGIN SELECT RAISE(ABORT, 'refused'); END")
+
+    def undo_sqlite() -> None:
+        with sqlite3.connect(service.store.path) as connection:
+            connection.execute("DROP TRIGGER refuse")
+    return undo_sqlite
+
+
+@pytest.mark.anyio
+async def test_a_submission_that_fails_to_commit_stores_nothing_and_its_retry_is_accepted(node: Service):
+    """An error answer means nothing written: the count is part of the report's transaction. It was
+    a second transaction after the report committed, so a fault there answered a stored report
+    with a 500, and the retry with 409 duplicate_report."""
+    app = build_app(service=node, with_mcp=False, write_limit=10)
+    undo = await refuse_write_counts(node)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app, raise_app_exceptions=False),
+                                  base_url="http://127.0.0.1") as client:
+        failed = await client.post("/v1/feedback", json=report("failed", "agent-fault"))
+        assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error"
+        assert (await client.get(f"/v1/nodes/{NODE}/feedback")).json()["feedback"] == [], "nothing written"
+        undo()
+        retried = await client.post("/v1/feedback", json=report("failed", "agent-fault"))
+        assert retried.status_code == 202, retried.text
 
 
 # -- review queue -------------------------------------------------------------------------------

@@ -138,8 +138,8 @@ class Writer(Protocol):
     async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
         ...
 
-    async def count_write(self, subject: str, hour: str) -> None:
-        """Count one accepted submission of `subject` in `hour` (older hours are forgotten)."""
+    async def count_write(self, subject: str, hour: str) -> int:
+        """Count one accepted submission of `subject` in `hour` (older hours are forgotten); returns the hour's count."""
         ...
 
     async def current_revision(self, node_id: str) -> int:
@@ -496,5 +496,3 @@ class Store(Protocol):
         is cheaper done once, at the end."""
         ...
 
-    async def writes_in(self, subject: str, hour: str) -> int:
-        ...

@@ -79,10 +79,6 @@ class EvidenceReads:
             found.setdefault(row[0], []).append(StatsRow(*row[1:]))
         return found
 
-    async def writes_in(self, subject: str, hour: str) -> int:
-        rows = await self._fetchall("SELECT count FROM write_counts WHERE subject = %s AND hour = %s", (subject, hour))
-        return int(rows[0][0]) if rows else 0
-
     async def feedback_after(self, node_id: str, after: int, limit: int) -> list[dict[str, Any]]:
         """A node's feedback rows after id `after`, without the address hash: what a sync copies."""
         rows = await self._fetchall(
@@ -302,14 +298,15 @@ class EvidenceWrites:
             await self._all("UPDATE failures SET archived_at = %s, archived_by = %s WHERE id = ANY(%s)",
                             (utc_now(), revision_id, list(ids)))
 
-    async def count_write(self, subject: str, hour: str) -> None:
-        """Count one accepted submission of `subject` in `hour` (older hours are forgotten)."""
-        await self._all(
+    async def count_write(self, subject: str, hour: str) -> int:
+        """Count one accepted submission of `subject` in `hour` (older hours are forgotten); returns the hour's count."""
+        rows = await self._all(
             """INSERT INTO write_counts (subject, hour, count) VALUES (%s, %s, 1)
-               ON CONFLICT (subject, hour) DO UPDATE SET count = write_counts.count + 1""",
+               ON CONFLICT (subject, hour) DO UPDATE SET count = write_counts.count + 1 RETURNING count""",
             (subject, hour),
         )
         await self._all('DELETE FROM write_counts WHERE hour < %s COLLATE "C"', (hour,))
+        return int(rows[0][0])
 
     # -- dedupe ------------------------------------------------------------------------------
 

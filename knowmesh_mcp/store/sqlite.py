@@ -317,14 +317,15 @@ class Writer(DuplicateLookup):
             [(utc_now(), revision_id, failure_id) for failure_id in ids],
         )
 
-    async def count_write(self, subject: str, hour: str) -> None:
-        """Count one accepted submission of `subject` in `hour` (older hours are forgotten)."""
-        await self.connection.execute(
+    async def count_write(self, subject: str, hour: str) -> int:
+        """Count one accepted submission of `subject` in `hour` (older hours are forgotten); returns the hour's count."""
+        rows = await self._all(
             """INSERT INTO write_counts (subject, hour, count) VALUES (?, ?, 1)
-               ON CONFLICT (subject, hour) DO UPDATE SET count = count + 1""",
+               ON CONFLICT (subject, hour) DO UPDATE SET count = count + 1 RETURNING count""",
             (subject, hour),
         )
         await self.connection.execute("DELETE FROM write_counts WHERE hour < ?", (hour,))
+        return int(rows[0][0])
 
     async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
         """(node, candidate, status) of one task."""
@@ -1037,10 +1038,6 @@ class Store:
         ):
             found.setdefault(row[0], []).append(StatsRow(*row[1:]))
         return found
-
-    async def writes_in(self, subject: str, hour: str) -> int:
-        rows = await self._fetchall("SELECT count FROM write_counts WHERE subject = ? AND hour = ?", (subject, hour))
-        return int(rows[0][0]) if rows else 0
 
     # -- review queue: each query returns (node id, title, current revision, solution id, solution
     # revision, cluster, report count), in the order an item of that reason should be handled.
