@@ -3,14 +3,16 @@
 A web page can make a browser send a "simple" request (form-encoded or `text/plain`, no
 preflight) to any address, a local knowmesh server included, and a DNS-rebinding page can even
 read the answers. So `/v1` writes take `application/json` only (415 otherwise: a JSON body
-forces a CORS preflight), and a server on a loopback address refuses writes whose `Host` is not a
-loopback name or whose `Origin` is another site (403), as `/mcp` already does. CORS is off unless
-origins are allowed by flag; then those origins get their preflight answered and their responses
-readable. Pure ASGI, no dependency on the service.
+forces a CORS preflight), and a server on a loopback address answers only requests whose `Host` is
+a loopback name (a rebound page reads and writes under its own name) and refuses writes whose
+`Origin` is another site (403), as `/mcp` does with its own check. CORS is off unless origins are
+allowed by flag; then those origins get their preflight answered and their responses readable.
+Pure ASGI, no dependency on the service.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -22,12 +24,19 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 JSON_TYPES = ("application/json",)  # `application/json; charset=utf-8` too
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_NAMES or host.startswith("127.")
+    """`localhost`, or an address of 127.0.0.0/8 or ::1 (bracketed or not), exactly: a name that only
+    starts like one (`127.0.0.1.attacker.example`) is any site's."""
+    name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _host_name(value: str) -> str:
@@ -38,7 +47,8 @@ def _host_name(value: str) -> str:
 
 
 class CrossSiteGuard:
-    """ASGI middleware: 415 for non-JSON `/v1` writes, 403 for foreign Host/Origin on loopback, CORS by allow-list."""
+    """ASGI middleware: 403 for a foreign Host on loopback, 415 for non-JSON `/v1` writes, 403 for a
+    foreign Origin of a write on loopback, CORS by allow-list."""
 
     def __init__(self, app: ASGIApp, *, loopback: bool, cors_origins: Iterable[str] = ()):
         self.app = app
@@ -46,10 +56,18 @@ class CrossSiteGuard:
         self.cors_origins = frozenset(origin.rstrip("/") for origin in cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1"):
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not path or path == "/mcp" or path.startswith("/mcp/"):  # MCP checks Host and Origin itself (421)
             await self.app(scope, receive, send)
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        host = _host_name(headers.get("host", ""))
+        if self.loopback and not is_loopback(host):
+            await _error(send, 403, "forbidden_host", f"this server answers loopback names only, not {host!r}")
+            return
+        if not path.startswith("/v1"):
+            await self.app(scope, receive, send)
+            return
         origin = headers.get("origin")
         allowed = origin is not None and origin.rstrip("/") in self.cors_origins
         method = scope["method"]
@@ -72,9 +90,6 @@ class CrossSiteGuard:
         if has_body and content_type not in JSON_TYPES:
             return 415, "unsupported_media_type", "writes take a JSON body: send Content-Type: application/json"
         if self.loopback:
-            host = _host_name(headers.get("host", ""))
-            if not is_loopback(host):
-                return 403, "forbidden_host", f"this server answers writes for loopback names only, not {host!r}"
             if origin is not None and not allowed and not is_loopback(_host_name(urlsplit(origin).netloc)):
                 return 403, "forbidden_origin", f"writes from the page at {origin!r} are not allowed"
         elif origin is not None and not allowed and origin != "null" and self.cors_origins:

@@ -161,6 +161,27 @@ async def test_a_loopback_server_refuses_writes_from_other_sites(service: Servic
     assert read.status_code == 200 and "access-control-allow-origin" not in read.headers  # no CORS by default
 
 
+async def test_a_loopback_server_answers_loopback_names_only(service: Service, make_doc):
+    """A page rebound to 127.0.0.1 sends its own name as Host: `127.0.0.1.attacker.example` only
+    starts like a loopback address (it was trusted, so such a page could create and patch nodes),
+    and reads are its to take as much as writes."""
+    await service.create_node(make_doc())
+    before = await written(service)
+    rebound = "127.0.0.1.attacker.example:8765"
+    issue = {"title": "planted", "body": "planted", "agent": {"id": "a"}}
+    async with client_for(service) as client:
+        filed = await client.post("/v1/issues", json=issue, headers={"host": rebound, "origin": f"http://{rebound}"})
+        patched = await client.patch(f"/v1/nodes/{NODE}/article", headers={"host": rebound}, json={
+            "base_revision": 1, "summary": "x", "ops": [{"op": "set", "path": "/content/context", "value": "x"}]})
+        reads = [await client.get(path, headers={"host": rebound}) for path in (f"/v1/nodes/{NODE}", "/v1/health", "/")]
+        loopbacks = [await client.get(f"/v1/nodes/{NODE}", headers={"host": host})
+                     for host in ("127.0.0.2:8765", "[::1]:8765", "localhost:8765", "127.0.0.1")]
+    for refused in (filed, patched, *reads):
+        assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden_host")
+    assert [answer.status_code for answer in loopbacks] == [200] * 4
+    assert await written(service) == before and await service.list_issues() == []
+
+
 async def test_cors_is_an_allow_list(service: Service, make_doc):
     allowed = "https://ide.example"
     async with client_for(service, cors_origins=(allowed,)) as client:
