@@ -184,7 +184,9 @@ def build_app(
         mcp_server = build_mcp_server(current, read_only=read_only, identify=lambda agent, request: mcp_actor(agent, request),
                                       guard=lambda actor, request, submit: mcp_submission(actor, request, submit),
                                       tools=tools)
-        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host)
+        # Stateless: a session per `initialize` let anyone without a token use up every session
+        # (max_sessions) for 30 minutes, and a session lives on one server of a team's several.
+        mcp_app = mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host, stateless_http=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

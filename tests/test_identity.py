@@ -244,9 +244,9 @@ async def test_undo_takes_the_agent_token_as_bearer_and_the_undo_token_in_the_bo
 
 
 @asynccontextmanager
-async def mcp_client(url: str, token: str | None = None):
+async def mcp_client(url: str, token: str | None = None, mode: str = "auto"):
     async with httpx2.AsyncClient(headers=bearer(token) if token else None, timeout=10) as http:
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode) as client:
             yield client
 
 
@@ -265,6 +265,31 @@ async def test_mcp_over_http_takes_the_same_bearer_token(node: Service):
     assert forged.is_error and json.loads(forged.content[0].text)["error"]["code"] == "agent_mismatch"
     assert not accepted.is_error and accepted.structured_content["proven"] is True
     assert [(f["agent_id"], f["proof"]) for f in (await node.list_feedback(NODE))["feedback"]] == [("alice", "token")]
+
+
+async def test_mcp_sessions_cost_nothing_so_no_one_can_use_them_up(node: Service):
+    """Reads over /mcp need no token, so anyone may send `initialize`. A stateful /mcp kept a session
+    for each (10,000 in 27 s, +400 MB), then answered every client, token holders too, 503 "Too
+    many open sessions" for 30 minutes. /mcp is stateless: `initialize` keeps nothing (no session
+    id), and clients of both eras go on working."""
+    token = (await node.add_token("alice"))["token"]
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "0"}}}
+    async with serving(build_app(service=node, auth="required", write_limit=0)) as url:
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as http:
+            floods = [await http.post("/mcp", json=initialize, headers={"accept": "application/json, text/event-stream"})
+                      for _ in range(200)]
+        results = []
+        for mode in ("legacy", "auto"):
+            async with mcp_client(url, token, mode=mode) as alice:
+                results.append(await alice.call_tool("report_outcome", {
+                    "node": NODE, "solution": "venv-linux", "outcome": "failed", "env": LINUX, "reason": mode}))
+            async with mcp_client(url, mode=mode) as anonymous:
+                results.append(await anonymous.call_tool("search", {"q": "No module named 'requests'"}))
+    assert {answer.status_code for answer in floods} == {200}
+    assert not any("mcp-session-id" in answer.headers for answer in floods), "nothing kept for an unauthenticated client"
+    assert [result.is_error for result in results] == [False, False, True, False]  # the second report: duplicate
+    assert json.loads(results[2].content[0].text)["error"]["code"] == "duplicate_report"
 
 
 async def test_remote_forwards_knowmesh_token(node: Service, monkeypatch):
