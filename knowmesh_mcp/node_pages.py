@@ -185,15 +185,25 @@ def environment_text(environment: Any) -> str:
     return e("; ".join(parts) or "unspecified")
 
 
+def who_acted(agent: dict[str, Any] | None, unnamed: str) -> str:
+    """An author or reporter as a page names them: an id nobody proved (no token) says so, or a
+    claimed `mia` would read exactly like the maintainer who holds mia's token."""
+    if not agent or not agent.get("id"):
+        return e(unnamed)
+    who = e(agent["id"]) + (f" ({e(agent['model'])})" if agent.get("model") else "")
+    if agent.get("proven") is False:
+        who += ' <span class="meta" title="no token proved this id">(claimed, unproven)</span>'
+    return who
+
+
 def shared_failure(failure: dict[str, Any]) -> str:
-    agent = failure.get("agent") or {}
     archived = (f' {badge("draft", "archived")} <span class="meta">(an answer now covers this environment)</span>'
                 if failure.get("archived") else "")
     steps = "".join(f"<li>{code_block(step)}</li>" for step in failure.get("steps", []))
     return (
         f"<li><p><strong>{e(failure.get('summary', ''))}</strong>{archived}</p>"
         f"<p class=\"meta\">{environment_text(failure.get('environment'))} · {short_time(failure.get('created_at'))}"
-        f" · {e(agent.get('id') or 'anonymous')}</p>"
+        f" · {who_acted(failure.get('agent'), 'anonymous')}</p>"
         f'<ol class="steps">{steps}</ol><p>Why it failed: <span class="prose">{inline(failure.get("reason", ""))}</span></p></li>'
     )
 
@@ -214,10 +224,6 @@ def failures_section(content: dict[str, Any], shared: list[dict[str, Any]], has_
 
 
 def revision_entry(node_id: str, revision: dict[str, Any]) -> str:
-    agent = revision.get("agent") or {}
-    who = agent.get("id") or "unknown agent"
-    if agent.get("model"):
-        who += f" ({agent['model']})"
     kind = revision.get("kind") or "edit"
     number = revision["revision"]
     changed = [change["path"] for change in revision.get("changes") or []  # a create changes the whole document
@@ -230,7 +236,7 @@ def revision_entry(node_id: str, revision: dict[str, Any]) -> str:
     diff = (f' · <a href="{e(diff_href(node_id, number - 1, number))}">what changed</a>'
             if isinstance(number, int) and number > 1 else "")
     return (f'<li id="revision-{e(number)}"><strong>Revision {e(number)}</strong> · {short_time(revision.get("created_at"))} · '
-            f"{e(who)} · <span class=\"meta\">{e(kind)}</span>{diff}<br>"
+            f"{who_acted(revision.get('agent'), 'unknown agent')} · <span class=\"meta\">{e(kind)}</span>{diff}<br>"
             f'<span class="prose">{inline(revision.get("summary") or "(no summary)")}</span>{fields}</li>')
 
 

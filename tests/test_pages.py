@@ -535,6 +535,36 @@ async def test_ecosystem_page_lists_that_ecosystem(service: Service, http: httpx
         assert 'href="/nodes/python"' in missing.text  # the ecosystems there are
 
 
+async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
+    """On `--auth optional` an edit without a token is kept under the id it claims: its page must
+    not read like the token holder's own (the JSON said `proven: false`; the page did not)."""
+    from knowmesh_mcp.http_app import build_app
+
+    from conftest import serving
+
+    token = (await service.add_token("mia", role="maintainer"))["token"]
+    await service.create_node(make_doc())
+    async with serving(build_app(service=service, auth="optional", write_limit=0, with_mcp=False)) as url:
+        async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
+            def edit(value: str) -> dict[str, Any]:
+                return {"summary": value, "agent": {"id": "mia"},
+                        "ops": [{"op": "set", "path": "/content/context", "value": value}]}
+            proven = await client.patch(f"/v1/nodes/{NODE}/article", json={"base_revision": 1, **edit("by mia")},
+                                        headers={"authorization": f"Bearer {token}"})
+            forged = await client.patch(f"/v1/nodes/{NODE}/article", json={"base_revision": 2, **edit("not mia")})
+            attempt = {"environment": {"os": "linux"}, "summary": "tried", "steps": ["pip install x"],
+                       "reason": "same error", "agent": {"id": "mia"}}
+            await service.create_node(open_problem(make_doc))
+            failure = await client.post("/v1/nodes/python/requests-import-fails-after-reinstall/failures", json=attempt)
+            history = (await client.get(f"/nodes/{NODE}/history")).text
+            problem = (await client.get("/nodes/python/requests-import-fails-after-reinstall")).text
+    assert (proven.status_code, forged.status_code, failure.status_code) == (200, 200, 202)
+    entries = {number: history[history.index(f'id="revision-{number}"'):][:600] for number in (2, 3)}
+    assert "mia" in entries[2] and "unproven" not in entries[2]
+    assert "mia" in entries[3] and "(claimed, unproven)" in entries[3]
+    assert "mia" in problem and "(claimed, unproven)" in problem
+
+
 async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient, make_doc):
     await service.create_node(make_doc(), agent={"id": "agent-author"})
     await service.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Warn {HOSTILE_TAG}",
