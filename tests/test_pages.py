@@ -559,7 +559,8 @@ async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
             history = (await client.get(f"/nodes/{NODE}/history")).text
             problem = (await client.get("/nodes/python/requests-import-fails-after-reinstall")).text
     assert (proven.status_code, forged.status_code, failure.status_code) == (200, 200, 202)
-    entries = {number: history[history.index(f'id="revision-{number}"'):][:600] for number in (2, 3)}
+    starts = {number: history.index(f'id="revision-{number}"') for number in (2, 3)}
+    entries = {number: history[start:history.index("</li>", start)] for number, start in starts.items()}
     assert "mia" in entries[2] and "unproven" not in entries[2]
     assert "mia" in entries[3] and "(claimed, unproven)" in entries[3]
     assert "mia" in problem and "(claimed, unproven)" in problem
