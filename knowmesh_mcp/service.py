@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import getpass
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -85,6 +86,7 @@ ECOSYSTEM_HINTS = (
     ("shell", ("bash", "zsh", "/bin/sh", "command not found")),
 )
 IMPORT_BATCH = 1000
+LOCAL_AGENT_KEY = "local_agent_id"  # meta: the id a personal mesh's own agent acts under
 
 
 def llms_txt() -> str:
@@ -189,11 +191,19 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             await tx.set_meta("search_index_version", str(SEARCH_INDEX_VERSION))
 
     async def local_agent_id(self) -> str:
-        """The local agent of a stdio server: KNOWMESH_AGENT_ID, else the id this database made
-        before (older meshes keep theirs), else the OS user."""
+        """The local agent of a stdio server: KNOWMESH_AGENT_ID, else an id this database makes once
+        (`<OS user>-<8 hex>`). The OS user alone is `root` or `ubuntu` on many machines: a team's
+        report synced in under that id made the local user's own report a 409 duplicate_report."""
         if os.environ.get("KNOWMESH_AGENT_ID"):
             return os.environ["KNOWMESH_AGENT_ID"]
-        return await self.store.get_meta("local_agent_id") or getpass.getuser()
+        made = await self.store.get_meta(LOCAL_AGENT_KEY)
+        if made is None:
+            async with self.store.write() as tx:
+                made = await self.store.get_meta(LOCAL_AGENT_KEY)  # again, under the write lock
+                if made is None:
+                    made = f"{getpass.getuser()}-{secrets.token_hex(4)}"
+                    await tx.set_meta(LOCAL_AGENT_KEY, made)
+        return made
 
     async def local_actor(self, agent: Any) -> Actor:
         """Who a stdio call acts as on a personal mesh: the id it names, else the local agent."""

@@ -11,7 +11,7 @@ import sys
 
 import httpx2
 import pytest
-from conftest import serving
+from conftest import opened, serving
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
@@ -74,10 +74,13 @@ async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp
     assert history["revisions"][0]["agent"] == {"id": "agent-from-env", "proven": local}
 
 
-async def test_the_local_agent_is_the_os_user_unless_knowmesh_agent_id_names_one(service, monkeypatch):
+async def test_the_local_agent_is_made_once_per_mesh_unless_knowmesh_agent_id_names_one(service, monkeypatch, tmp_path):
     monkeypatch.delenv("KNOWMESH_AGENT_ID", raising=False)
     made = await service.local_agent_id()
-    assert made == getpass.getuser() and await service.local_agent_id() == made
+    user, _, suffix = made.rpartition("-")
+    assert user == getpass.getuser() and len(suffix) == 8 and await service.local_agent_id() == made
+    async with opened(tmp_path / "other.db") as other:
+        assert await other.local_agent_id() not in (made, getpass.getuser()), "each mesh its own"
     local = await service.local_actor(None)
     assert (local.id, local.proof, local.proven) == (made, "local", True)
     named = await service.local_actor({"id": "agent-b"})
@@ -87,6 +90,23 @@ async def test_the_local_agent_is_the_os_user_unless_knowmesh_agent_id_names_one
         assert (await remote.local_agent_id()).startswith("local-") and await remote.local_agent_id() != made
     finally:
         await remote.close()
+
+
+async def test_a_team_report_under_the_os_user_name_never_takes_the_local_agents_vote(service, make_doc, monkeypatch,
+                                                                                      tmp_path):
+    """A team's report synced in under `root` (or `ubuntu`, or whatever the OS user is here) made the
+    local agent's own report on the same answer a 409 duplicate_report while it acted as the OS user."""
+    monkeypatch.delenv("KNOWMESH_AGENT_ID", raising=False)
+    await service.create_node(make_doc())
+    report = {"node": make_doc()["id"], "solution": "venv-linux", "outcome": "failed", "reason": "still fails",
+              "env": {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}}
+    await service.report_outcome({**report, "agent": {"id": getpass.getuser()}})
+    async with opened(tmp_path / "personal.db") as personal:
+        async with serving(build_app(service=service, with_mcp=False, write_limit=0)) as url:
+            synced = await personal.sync_from(url)
+        assert synced.evidence == 1
+        mine = await personal.report_outcome(report, actor=await personal.local_actor(None))
+    assert mine["accepted"] and mine["counts"]["failed_agents"] == 2
 
 
 async def test_domain_errors_are_tool_errors_and_the_session_survives(service, make_doc, mcp_connect):
