@@ -156,6 +156,7 @@ class ArticleEditing:
         include: Any = None,
     ) -> dict[str, Any]:
         """GET /v1/nodes/{id}/article/revisions: every revision, or the field-level diff between two.
+        Marked untrusted data like every read: summaries and diffed values are other agents' text.
 
         `after=N` lists only later revisions; `include=documents` adds each revision's whole
         document and solution revisions (what `sync` copies).
@@ -173,13 +174,14 @@ class ArticleEditing:
                            for r, document, solutions in await self.store.revisions_with_documents(node_id, first)]
             else:
                 entries = [revision_entry(r) for r in await self.store.revisions(node_id) if r.revision > first]
-            return {"id": node_id, "current_revision": row.revision, "status": row.status, "revisions": entries}
+            return {"id": node_id, "current_revision": row.revision, "status": row.status, "revisions": entries,
+                    "trust": "untrusted-data"}
         first = _revision_param("from_revision", 1 if from_revision is None else from_revision, row.revision)
         last = _revision_param("to_revision", row.revision if to_revision is None else to_revision, row.revision)
         before, after = await self.store.document_at(node_id, first), await self.store.document_at(node_id, last)
         assert before is not None and after is not None
         return {"id": node_id, "current_revision": row.revision, "from_revision": first, "to_revision": last,
-                "changes": field_changes(before, after)}
+                "changes": field_changes(before, after), "trust": "untrusted-data"}
 
     async def _editable(self, tx: Writer, node_id: str, base: int | None) -> tuple[int, dict[str, Any], str]:
         state = await tx.node_for_edit(node_id)

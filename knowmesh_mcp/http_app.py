@@ -178,6 +178,7 @@ def build_app(
     mcp_app = None
     mcp_server = None
     if with_mcp:
+        from .mcp_http_checks import checked_mcp_routes
         from .mcp_server import build_mcp_server
 
         # `mcp_actor` and `mcp_submission` are defined below with the routes; looked up when a tool writes.
@@ -499,7 +500,7 @@ def build_app(
     ]
     routes += page_routes(current)
     if mcp_app is not None:
-        routes += list(mcp_app.routes)
+        routes += checked_mcp_routes(mcp_app.routes)  # a body that is no single message: -32600, as over stdio
     return Starlette(
         routes=routes,
         lifespan=lifespan,

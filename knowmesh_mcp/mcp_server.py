@@ -21,6 +21,7 @@ import mcp_types
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
@@ -264,9 +265,28 @@ async def plain_params_errors(ctx: Any, call_next: Callable[[Any], Awaitable[Any
                        + "; ".join(words), data={"field": fields[0]}) from None
 
 
+def prompt_problem(prompts: list[Prompt], name: str, arguments: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(field, message) of what is wrong with a prompts/get request, or None: an unknown prompt
+    (naming the prompts there are), then an unknown argument, then a missing required one."""
+    prompt = next((prompt for prompt in prompts if prompt.name == name), None)
+    if prompt is None:
+        known = ", ".join(sorted(each.name for each in prompts)) or "none"
+        return "name", f"unknown prompt '{shown(name)}'; the prompts are {known}"
+    declared = {argument.name: argument for argument in prompt.arguments or []}
+    for given in arguments or {}:
+        if given not in declared:
+            return f"arguments.{shown(given)}", unknown_argument(f"prompt {name}", given, list(declared))
+    for argument in declared.values():
+        if argument.required and argument.name not in (arguments or {}):
+            description = (argument.description or "").rstrip(".")
+            what = f": {description[:1].lower()}{description[1:]}" if description else ""
+            return f"arguments.{argument.name}", f"arguments.{argument.name} is required{what}"
+    return None
+
+
 class KnowmeshServer(MCPServer):
-    """`MCPServer` whose tools check their arguments in plain words and whose stdio transport
-    answers every line (see `answering_stdio`)."""
+    """`MCPServer` whose tools and prompts check their arguments in plain words and whose stdio
+    transport answers every line (see `answering_stdio`)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self._tool_manager.get_tool(name)
@@ -275,6 +295,16 @@ class KnowmeshServer(MCPServer):
             if problem is not None:
                 return error_result(problem)
         return await super().call_tool(name, arguments, context)
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        """The SDK answers an unknown prompt, or a missing or unknown argument, with error code 0
+        (a bare ValueError) and logs its traceback as a server fault: here it is the caller's
+        mistake, -32602 Invalid params in plain words, naming what there is."""
+        problem = prompt_problem(self._prompt_manager.list_prompts(), name, arguments)
+        if problem is not None:
+            field, message = problem
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=message, data={"field": field})
+        return await super().get_prompt(name, arguments, context)
 
     async def run_stdio_async(self) -> None:
         async with answering_stdio() as (read_stream, write_stream):
