@@ -6,8 +6,9 @@ wants Invalid Request (-32600) with id null. It answers a batch (no longer part 
 2025-06-18) or a bare JSON value with -32602 and a dump of pydantic's union errors. Its
 2026-07-28 path answers -32600 with a generic message. `SingleMessageCheck` sits in front of
 the SDK's `/mcp` endpoint and reads the body with stdio's reader (`stdio_transport.decode_line`),
-so both transports and both eras refuse the same messages with the same words. Everything else,
-including every valid message, reaches the SDK with its body replayed byte for byte.
+so both transports and both eras refuse the same messages with the same words (broken JSON,
+too, is stdio's -32700 with the id recovered from the text). Everything else, including every
+valid message, reaches the SDK with its body replayed byte for byte.
 
 It answers only what the SDK would have read: a body over the SDK's size bound, a refused Host,
 Origin or Content-Type, and an unacceptable Accept header go on to the SDK, which refuses them

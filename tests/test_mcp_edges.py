@@ -173,9 +173,14 @@ async def test_the_sdk_still_answers_first_for_size_host_and_content_type(poster
     assert not_json.status_code in (400, 415) and "-32600" not in not_json.text
 
 
-async def test_parse_errors_stay_the_sdks(poster):
+async def test_broken_json_is_a_parse_error_with_the_id_it_had_as_over_stdio(poster):
+    """The SDK said -32700 with id null; stdio's reader recovers the id from the broken text."""
     response = await poster.post(b'{"jsonrpc":"2.0","id":1,"method":"tools/li', method="tools/list")
-    assert response.status_code == 400 and response.json()["error"]["code"] == -32700
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["id"] == 1 and body["error"]["code"] == -32700 and body["error"]["message"].startswith("not valid JSON")
+    empty = await poster.post(b"", method="tools/list")  # nothing to read: left to the SDK
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == -32700
 
 
 # -- point 3: prompts/get with an unknown prompt or the wrong arguments -------------------
