@@ -60,6 +60,23 @@ def database_busy() -> KnowmeshError:
                          retry_after_seconds=BUSY_RETRY_SECONDS)
 
 
+def storage_full() -> KnowmeshError:
+    """A write that met a full disk (SQLite's SQLITE_FULL, PostgreSQL's SQLSTATE 53100 disk_full).
+    The transaction was rolled back, so nothing was written. 507 Insufficient Storage says what it
+    is: the server cannot store what the request carries, through no fault of the request; unlike
+    503 database_busy it does not pass by itself, so there is no Retry-After."""
+    return KnowmeshError(507, "storage_full", "the disk holding this mesh's database is full: nothing was written; "
+                         "retry once its operator has freed space")
+
+
+def read_only_database() -> KnowmeshError:
+    """A write to a mesh whose database may only be read (a read-only file or folder, a read-only
+    mount): it is opened read-only so searches and reads work, and every write is refused before it
+    starts. 403, as a write to `serve --read-only` is: the request is understood and never allowed here."""
+    return KnowmeshError(403, "read_only_database", "this mesh's database may only be read (a read-only file or "
+                         "folder): nothing was written; searches and reads still work")
+
+
 class DatabaseUnusable(KnowmeshError):
     """The database path cannot be opened as a knowmesh database (not SQLite, another
     application's SQLite, a missing folder, no permission, locked).

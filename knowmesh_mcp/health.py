@@ -1,8 +1,9 @@
 """`knowmesh-mcp doctor` and `GET /v1/health`: what a user needs to know about a mesh, in a few lines.
 
-`ok` is false with one reason per problem: a database that fails SQLite's quick check, a schema
-older than this code's migrations, a search index built by another analyser or missing nodes,
-or a server that takes writes with tokens only while no token exists. Mixed into `Service`;
+`ok` is false with one reason per problem: a database that fails SQLite's quick check (damaged
+pages that leave a fact unreadable are named too: the report is for exactly that, so never a 500),
+a schema older than this code's migrations, a search index built by another analyser or missing
+nodes, or a server that takes writes with tokens only while no token exists. Mixed into `Service`;
 depends on `store`, `search` and `normalize` only.
 """
 
@@ -22,19 +23,25 @@ class Health:
         """The mesh's state; `auth` is the serving mode (None when nothing serves, as for `doctor`)."""
         facts = await self.store.health_facts()
         latest = facts["latest_schema_version"]  # each backend has its own migration series
+        unreadable: dict[str, str] = facts.get("unreadable", {})
         problems = []
         if facts["integrity"] != "ok":
-            problems.append(f"the database fails its integrity check: {facts['integrity']}")
-        if facts["schema_version"] < latest:
+            problems.append(f"the database fails its integrity check: {facts['integrity']}: "
+                            "restore it from a backup")
+        problems += [f"the {name} could not be read: {error}" for name, error in unreadable.items()]
+        # A fact that could not be read is reported as such above, never compared as if it were 0.
+        if "schema version" not in unreadable and facts["schema_version"] < latest:
             problems.append(f"schema version {facts['schema_version']} is older than this code's {latest}: "
                             "open it once with this version to migrate")
-        if facts["search_index_version"] != str(SEARCH_INDEX_VERSION) or facts["normalizer_version"] != str(NORMALIZER_VERSION):
+        if "index versions" not in unreadable and (facts["search_index_version"] != str(SEARCH_INDEX_VERSION)
+                                                   or facts["normalizer_version"] != str(NORMALIZER_VERSION)):
             problems.append(f"the search index was built by another version ({facts['search_index_version']}, "
                             f"this code builds {SEARCH_INDEX_VERSION}): it is rebuilt when a server opens the database")
-        if facts["indexed_nodes"] != facts["nodes"]:
+        counted = not {"node count", "search index's node count"} & unreadable.keys()
+        if counted and facts["indexed_nodes"] != facts["nodes"]:
             problems.append(f"{facts['nodes'] - facts['indexed_nodes']} node(s) are missing from the search index")
         live_tokens = facts["tokens"]["agent"] + facts["tokens"]["maintainer"]
-        if auth == "required" and live_tokens == 0:
+        if auth == "required" and live_tokens == 0 and "tokens" not in unreadable:
             problems.append("auth is required but no token exists, so nobody can write: "
                             "knowmesh-mcp token add <agent-id>")
         return {

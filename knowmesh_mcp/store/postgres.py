@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import DatabaseUnusable, KnowmeshError, database_busy
+from ..errors import DatabaseUnusable, KnowmeshError, database_busy, storage_full
 from .interface import STARTER_CORPUS
 from .pg_evidence import EvidenceReads
 from .pg_nodes import NodeReads
@@ -151,7 +151,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         except TimeoutError:
             raise database_busy() from None
         try:
-            with nul_as_bad_input():
+            with nul_as_bad_input(), disk_full_as_storage_full():
                 async with self._pool.connection() as connection, connection.transaction():
                     try:  # another server's write (or a stuck session) holds the lock: give up in time
                         await connection.execute("SELECT set_config('lock_timeout', %s, true)",
@@ -221,6 +221,19 @@ def nul_as_bad_input() -> Iterator[None]:
                             "text may not contain NUL (U+0000) characters on this mesh") from None
 
     # The reads (the Store half of `interface`) are in pg_nodes, pg_search and pg_evidence.
+
+
+@contextmanager
+def disk_full_as_storage_full() -> Iterator[None]:
+    """SQLSTATE 53100 (`disk_full`: the server could not extend a file, at a statement or at COMMIT)
+    is 507 storage_full, as SQLite's SQLITE_FULL is, not a 500: the transaction was rolled back, so
+    nothing was written."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.errors.DiskFull:
+        raise storage_full() from None
 
 
 async def apply_script(conninfo: str, sql: str) -> None:

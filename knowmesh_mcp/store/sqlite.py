@@ -19,10 +19,11 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiosqlite
 
-from ..errors import DatabaseUnusable, database_busy
+from ..errors import DatabaseUnusable, KnowmeshError, database_busy, read_only_database, storage_full
 from ..identity import agent_object
 from .interface import STARTER_CORPUS, CopiedTable, copied_table
 from .shared import (CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, listing_conditions, row_keys,
@@ -744,9 +745,11 @@ class Store:
 
     shared = False  # one process serves a SQLite file
 
-    def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool):
+    def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool,
+                 *, read_only: bool = False):
         self.path = path
         self.created = created  # True when this open made the database (a copy refuses such a source)
+        self.read_only = read_only  # a file this process may only read: opened read-only, every write refused
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
@@ -762,26 +765,29 @@ class Store:
 
         The folder must exist (callers create their default location themselves). A path
         that is not a database, a SQLite database of another application, or a file that
-        cannot be read or written raises `DatabaseUnusable` before anything is written,
-        and no connection (nor its thread) outlives a failed open.
+        cannot be read raises `DatabaseUnusable` before anything is written, and no
+        connection (nor its thread) outlives a failed open. A mesh this process may read
+        but not write (a read-only file, folder or mount) opens read-only: searches and
+        reads work, every write is `read_only_database`.
         """
         path = str(path)
+        writable = True
         if path != ":memory:":
             path = str(Path(path).expanduser())
-            check_database_file(path)
+            writable = check_database_file(path)
         opened: list[aiosqlite.Connection] = []
         try:
-            writer = await _connect(path, identify=True)
+            writer = await _connect(path, identify=True, read_only=not writable)
             opened.append(writer)
-            created = await _migrate(writer)
-            reader = await _connect(path) if path != ":memory:" else writer
+            created = await _migrate(writer) if writable else await _check_migrated(writer, path)
+            reader = await _connect(path, read_only=not writable) if path != ":memory:" else writer
         except BaseException as error:
             for connection in reversed(opened):
                 await _discard(connection)
             if isinstance(error, sqlite3.Error):
                 raise _unusable(path, error) from error
             raise
-        return cls(path, writer, reader, created)
+        return cls(path, writer, reader, created, read_only=not writable)
 
     async def close(self) -> None:
         if self._reader is not self._writer:
@@ -807,21 +813,35 @@ class Store:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Writer]:
-        """One `BEGIN IMMEDIATE` transaction: all of it commits, or none of it does."""
+        """One `BEGIN IMMEDIATE` transaction: all of it commits, or none of it does.
+
+        A full disk (507 storage_full) and a database that may only be read (403 read_only_database)
+        are named errors, not a 500 with a traceback. A failed COMMIT is rolled back too: SQLite
+        rolls a transaction back by itself on SQLITE_FULL at COMMIT, and may not on other errors.
+        """
+        if self.read_only:
+            raise read_only_database()
         async with self._write_lock:
             try:
                 await self._writer.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as error:
                 if _is_busy(error):  # past busy_timeout: another process holds the file's write lock
                     raise database_busy() from error
-                raise
+                fault = _write_fault(error, self.path)
+                if fault is None:
+                    raise
+                raise fault from error
             writer = Writer(self._writer)
             try:
                 yield writer
-            except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await self._writer.execute("COMMIT")
+            except BaseException as error:
+                if self._writer.in_transaction:  # not after SQLite rolled it back itself
+                    await self._writer.execute("ROLLBACK")
+                fault = _write_fault(error, self.path)
+                if fault is not None:
+                    raise fault from error
                 raise
-            await self._writer.execute("COMMIT")
             self.write_generation += 1
             if self._bulk_indexed is not None:
                 self._bulk_indexed += writer.indexed_rows
@@ -1295,20 +1315,44 @@ class Store:
         return [tuple(row) for row in await self._fetchall(sql, [*params, limit])]
 
     async def health_facts(self) -> dict[str, Any]:
-        """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity."""
-        (schema,), = await self._fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        (nodes, indexed), = await self._fetchall("SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM node_index)")
-        tokens = dict(await self._fetchall(
-            "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"))  # type: ignore[arg-type]
-        syncs = await self._fetchall("SELECT remote, synced_at FROM sync_state ORDER BY remote")
-        (integrity,), = await self._fetchall("PRAGMA quick_check(1)")
-        meta = dict(await self._fetchall(
-            "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))  # type: ignore[arg-type]
-        return {"schema_version": int(schema), "latest_schema_version": max(n for n, _, _ in migrations()),
-                "backend": "sqlite", "nodes": int(nodes), "indexed_nodes": int(indexed),
+        """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity.
+
+        A damaged file is what this report is for, so no read here may fail it: the integrity
+        check comes first, and a fact whose pages cannot be read is left at its empty value and
+        named in `unreadable` (fact: SQLite's error) instead of raising. That key is there only
+        when something could not be read: a sound mesh's facts are the same on both backends.
+        """
+        try:
+            (integrity,), = await self._fetchall("PRAGMA quick_check(1)")
+            # "*** in database main ***\nPage 760: btreeInitPage() returns error code 11": one line, for doctor's
+            integrity = " ".join(line for line in str(integrity).splitlines() if not line.startswith("***"))
+        except sqlite3.DatabaseError as error:  # damage the check itself trips over (e.g. the schema's pages)
+            integrity = str(error)
+        unreadable: dict[str, str] = {}
+
+        async def fact(name: str, sql: str) -> list[sqlite3.Row]:
+            try:
+                return await self._fetchall(sql)
+            except sqlite3.DatabaseError as error:
+                unreadable[name] = str(error)
+                return []
+
+        schema = await fact("schema version", "SELECT coalesce(max(version), 0) FROM schema_migrations")
+        nodes = await fact("node count", "SELECT count(*) FROM nodes")
+        indexed = await fact("search index's node count", "SELECT count(*) FROM node_index")
+        tokens = dict(await fact(  # type: ignore[arg-type]
+            "tokens", "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"))
+        syncs = await fact("syncs", "SELECT remote, synced_at FROM sync_state ORDER BY remote")
+        meta = dict(await fact(  # type: ignore[arg-type]
+            "index versions", "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))
+        return {"schema_version": int(schema[0][0]) if schema else 0,
+                "latest_schema_version": max(n for n, _, _ in migrations()),
+                "backend": "sqlite", "nodes": int(nodes[0][0]) if nodes else 0,
+                "indexed_nodes": int(indexed[0][0]) if indexed else 0,
                 "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
                 "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs], "integrity": integrity,
-                "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}
+                "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version"),
+                **({"unreadable": unreadable} if unreadable else {})}
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, read as
@@ -1319,12 +1363,14 @@ class Store:
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
-def check_database_file(path: str) -> None:
-    """Refuse, without opening it, a path that cannot hold a knowmesh database.
+def check_database_file(path: str) -> bool:
+    """Refuse, without opening it, a path that cannot hold a knowmesh database; True when this
+    process may write it, False when it may only read it (then it is opened read-only).
 
-    Accepted: an existing regular file that starts like a SQLite database, or is empty, and
-    that this process may read and write; or a missing file in an existing, writable folder
-    (the folder is never created here). Anything else raises `DatabaseUnusable`.
+    Accepted: an existing regular file that starts like a SQLite database, or is empty (then it
+    must be writable); or a missing file in an existing, writable folder (the folder is never
+    created here). A database is writable only with its folder: WAL mode keeps its -wal and -shm
+    files beside it. Anything else raises `DatabaseUnusable`.
     """
     folder = Path(path).parent
     try:
@@ -1335,7 +1381,7 @@ def check_database_file(path: str) -> None:
             raise DatabaseUnusable(path, f"cannot create {path}: {what}") from None
         if not os.access(folder, os.W_OK | os.X_OK):
             raise DatabaseUnusable(path, f"cannot create {path}: folder {folder} is not writable") from None
-        return
+        return True
     except OSError as error:  # e.g. a folder we may not enter, a name too long
         raise DatabaseUnusable(path, f"cannot open {path} ({error.strerror or error})") from None
     if stat.S_ISDIR(info.st_mode):
@@ -1349,10 +1395,60 @@ def check_database_file(path: str) -> None:
         raise DatabaseUnusable(path, f"cannot read {path} ({error.strerror or error})") from None
     if header and header != SQLITE_HEADER:
         raise DatabaseUnusable(path, f"{path} is not a knowmesh database (file is not a database)")
-    if not os.access(path, os.W_OK):
-        raise DatabaseUnusable(path, f"{path} is read-only (knowmesh needs to write to its database)")
-    if not os.access(folder, os.W_OK | os.X_OK):  # WAL mode keeps -wal and -shm files beside the database
-        raise DatabaseUnusable(path, f"cannot open {path}: folder {folder} is not writable")
+    writable = os.access(path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK)
+    if not header and not writable:
+        raise DatabaseUnusable(path, f"{path} is empty and read-only: there is no mesh in it to read")
+    return writable
+
+
+def read_only_uri(path: str) -> str:
+    """A `file:` URI that opens `path` read-only.
+
+    In WAL mode even a reader needs the -shm file beside the database. Where the folder may not be
+    written and holds none, SQLite cannot open the file with mode=ro (SQLITE_CANTOPEN), only as
+    `immutable`: a file nothing changes while it is open. That holds there: no writer could make
+    its -wal and -shm files in that folder either.
+    """
+    absolute = os.path.abspath(path)
+    uri = f"file:{quote(absolute)}?mode=ro"
+    if not os.access(os.path.dirname(absolute), os.W_OK | os.X_OK) and not os.path.exists(absolute + "-shm"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _error_code(error: BaseException) -> int:
+    """SQLite's primary result code of an error (SQLITE_FULL, ...), 0 for anything else."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF
+
+
+def _disk_is_full(path: str) -> bool:
+    """Whether the file system holding `path` has no block left for this process. SQLite reports a
+    full disk as SQLITE_FULL where a write says ENOSPC, but as an I/O error where it learns only
+    that a write failed: growing the -shm file, which opening a WAL database on a full disk does."""
+    if path == ":memory:":
+        return False
+    try:
+        return os.statvfs(os.path.dirname(os.path.abspath(path))).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _is_disk_full(error: BaseException, path: str) -> bool:
+    code = _error_code(error)
+    return code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR and _disk_is_full(path))
+
+
+def _write_fault(error: BaseException, path: str) -> KnowmeshError | None:
+    """The named error for what a write transaction met, or None (then it is unexpected: a bug).
+
+    A full disk is 507 storage_full; SQLITE_READONLY (a file made read-only, or a read-only mount
+    remounted, while the mesh is open) is 403 read_only_database. Either way nothing was written.
+    """
+    if _is_disk_full(error, path):
+        return storage_full()
+    if _error_code(error) == sqlite3.SQLITE_READONLY:
+        return read_only_database()
+    return None
 
 
 def _is_busy(error: sqlite3.Error) -> bool:
@@ -1364,6 +1460,12 @@ def _is_busy(error: sqlite3.Error) -> bool:
 def _unusable(path: str, error: sqlite3.Error) -> DatabaseUnusable:
     """The one line for a SQLite error raised while opening `path`."""
     message = str(error) or type(error).__name__
+    if _is_disk_full(error, path):  # a runtime fault, not bad usage: 507, the CLI exits 1
+        return DatabaseUnusable(path, f"cannot open {path}: the disk holding it is full (nothing was written; "
+                                "free some space)", status=507, code="storage_full")
+    if _error_code(error) == sqlite3.SQLITE_CORRUPT:  # ours, damaged: not "not a knowmesh database"
+        return DatabaseUnusable(path, f"{path} is damaged ({message}): restore it from a backup",
+                                status=500, code="database_corrupt")
     if isinstance(error, sqlite3.OperationalError):
         if _is_busy(error):
             return DatabaseUnusable(path, f"cannot open {path} ({message})", status=503, code="database_busy")
@@ -1408,17 +1510,23 @@ async def _discard(connection: aiosqlite.Connection) -> None:
         pass
 
 
-async def _connect(path: str, *, identify: bool = False) -> aiosqlite.Connection:
+async def _connect(path: str, *, identify: bool = False, read_only: bool = False) -> aiosqlite.Connection:
     """A connection in WAL mode; with `identify`, only once the database is known to be ours (or new).
+    With `read_only`, a connection that cannot write (`read_only_uri`), and leaves the journal mode
+    as the file has it (setting WAL would rewrite its header).
 
     Closed again if anything fails, so its (non-daemon) worker thread never keeps the process alive.
     """
-    connection = await aiosqlite.connect(path, isolation_level=None)
+    if read_only:
+        connection = await aiosqlite.connect(read_only_uri(path), isolation_level=None, uri=True)
+    else:
+        connection = await aiosqlite.connect(path, isolation_level=None)
     try:
         await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if identify:
             await _identify(connection, path)
-        await connection.execute("PRAGMA journal_mode = WAL")
+        if not read_only:
+            await connection.execute("PRAGMA journal_mode = WAL")
         await connection.execute("PRAGMA synchronous = NORMAL")
         await connection.execute("PRAGMA foreign_keys = ON")
         await connection.execute("PRAGMA cache_size = -32000")  # 32 MB: FTS segment writes stay in memory
@@ -1460,6 +1568,23 @@ async def _migrate(connection: aiosqlite.Connection) -> bool:
             raise
         await connection.execute("COMMIT")
     return created
+
+
+async def _check_migrated(connection: aiosqlite.Connection, path: str) -> bool:
+    """A read-only database cannot be migrated: it must already hold a mesh at this code's schema.
+    Returns False (this open made nothing)."""
+    tables = await connection.execute_fetchall(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+    current = 0
+    if list(tables):
+        (current,), = await connection.execute_fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
+    if current == 0:
+        raise DatabaseUnusable(path, f"{path} is read-only and holds no mesh yet: there is nothing in it to read")
+    latest = max(number for number, _, _ in migrations())
+    if current < latest:
+        raise DatabaseUnusable(path, f"{path} is read-only and its schema (version {current}) is older than this "
+                               f"code's ({latest}): open it once where it may be written, to migrate it")
+    return False
 
 
 def consolidated_schema() -> str:
