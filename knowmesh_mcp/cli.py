@@ -203,7 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _open(args: argparse.Namespace):  # -> Service, imported lazily to keep start-up light
+async def _open(args: argparse.Namespace, *, starter: bool = True):  # -> Service, imported lazily: start-up stays light
+    """The mesh the command works on. `starter` False (doctor, token) leaves a new mesh's starter
+    corpus pending for the first command that serves or searches it: a team that makes its tokens
+    first can still copy a personal mesh into the database afterwards."""
     from .service import Service
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
@@ -215,7 +218,8 @@ async def _open(args: argparse.Namespace):  # -> Service, imported lazily to kee
         bar(done, total)
 
     try:
-        return await Service.open(database_path(args), seed=not empty, progress=reindexing if bar else None)
+        seed = False if empty else True if starter else None
+        return await Service.open(database_path(args), seed=seed, progress=reindexing if bar else None)
     finally:
         if shown:
             sys.stderr.write("\n")
@@ -374,7 +378,7 @@ async def _sync(args: argparse.Namespace) -> int:
 
 
 async def _token(args: argparse.Namespace) -> int:
-    service = await _open(args)
+    service = await _open(args, starter=False)
     try:
         if args.token_command == "add":
             made = await service.add_token(args.agent_id, role=args.role)
@@ -417,7 +421,7 @@ async def _doctor(args: argparse.Namespace) -> int:
     if path != ":memory:" and not is_postgres(path) and not Path(path).exists():
         print(f"knowmesh-mcp: no database at {path} (any command creates it; or pass --db)", file=sys.stderr)
         return 1
-    service = await _open(args)
+    service = await _open(args, starter=False)
     try:
         report = await service.health()
     finally:

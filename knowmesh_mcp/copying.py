@@ -179,7 +179,7 @@ async def _match(tx: Writer, target: Store, table: CopiedTable, rows: list[Row],
         theirs = {_key(table, row): row for row in found}
         mine = {_key(table, row) for row in rows}
         extra = next((key for key in theirs if key not in mine), None)
-        if extra is not None:
+        if extra is not None and not table.target_keeps:
             raise refused(target, f"{_describe(table, extra)} is there but not in the source")
     inserts, updates = [], []
     derived = DERIVED_COLUMNS.get(table.name, ())

@@ -138,9 +138,10 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         self.store = store
 
     @classmethod
-    async def open(cls, db_path: str | Path, *, seed: bool = True,
+    async def open(cls, db_path: str | Path, *, seed: bool | None = True,
                    progress: Callable[[int, int], None] | None = None) -> Service:
-        """Open (creating and migrating if needed) a database; a new one gets the starter corpus.
+        """Open (creating and migrating if needed) a database; a new one gets the starter corpus
+        (`seed` False: never, the mesh stays empty; None: not now, it stays pending).
 
         `progress(done, total)` follows a rebuild of the search index, which an upgrade of the
         search code starts here (minutes on a big mesh)."""
@@ -148,7 +149,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         service = cls(store)
         try:
             await service._reindex_if_analysis_changed(progress)
-            await service._load_starter_corpus_if_pending(seed)
+            if seed is not None:
+                await service._load_starter_corpus_if_pending(seed)
         except BaseException:
             await store.close()
             raise

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from knowmesh_mcp.store import sqlite as store_module
-from knowmesh_mcp.errors import DatabaseUnusable
+from knowmesh_mcp.errors import DatabaseUnusable, KnowmeshError
 from knowmesh_mcp.store import Store
 
 TIMEOUT = 5  # seconds: a refused database must not take longer than this, for any command
@@ -242,14 +242,23 @@ async def test_store_open_does_not_create_folders(tmp_path):
 
 
 @pytest.mark.anyio
-async def test_store_open_refuses_a_read_only_file(tmp_path, monkeypatch):
+async def test_store_open_reads_a_file_it_may_not_write_and_names_a_write(tmp_path, monkeypatch):
+    """A file this process may not write opens for reading (tests/test_storage_faults.py does it with
+    real read-only mounts); a write is 403 read_only_database, never a 500."""
     path = tmp_path / "k.db"
     store = await Store.open(path)
     await store.close()
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: real_access(p, mode) and not (str(p) == str(path) and mode & os.W_OK))
-    with pytest.raises(DatabaseUnusable, match="is read-only"):
-        await Store.open(path)
+    store = await Store.open(path)
+    try:
+        assert await store.count_nodes() == 0
+        with pytest.raises(KnowmeshError) as refused:
+            async with store.write() as tx:
+                await tx.set_meta("x", "y")
+        assert (refused.value.status, refused.value.code) == (403, "read_only_database")
+    finally:
+        await store.close()
 
 
 @pytest.mark.anyio

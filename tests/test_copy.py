@@ -16,6 +16,7 @@ from knowmesh_mcp.copying import copy_mesh
 from knowmesh_mcp.errors import KnowmeshError
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.identity import Actor
+from knowmesh_mcp.outcomes import Submission
 from knowmesh_mcp.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
@@ -66,10 +67,10 @@ async def build_mesh(service: Service, make_doc) -> None:
     await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
                                   "reason": "still fails"}, actor=BEN)
     await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
-                                  "reason": "forged"}, actor=Actor("mallory", "unproven"), ip_hash="ab" * 32)
+                                  "reason": "forged"}, actor=Actor("mallory", "unproven"), submission=Submission(ip_hash="ab" * 32))
     await service.report_outcome({"node": MERGED, "solution": "venv-macos", "outcome": "solved",
                                   "env": {"os": "macos"}, "evidence": {"exit_code": 0}},
-                                 actor=Actor(None, "claimed"), ip_hash="cd" * 32)
+                                 actor=Actor(None, "claimed"), submission=Submission(ip_hash="cd" * 32))
     await service.report_failed_attempt(OPEN, {"environment": linux, "summary": "reinstalled it", "reason": "same error",
                                                "steps": ["pip install frobnicator --force-reinstall"]}, actor=BEN)
 
@@ -81,7 +82,7 @@ async def build_mesh(service: Service, make_doc) -> None:
     await service.set_status(OPEN, "draft", note="not stale after all", actor=MIA)
 
     issue = await service.file_issue({"title": "search misses yaml", "body": "a yaml error found nothing"}, actor=BEN)
-    await service.file_issue({"title": "slow", "body": "reads are slow"}, actor=Actor(None, "claimed"), ip_hash="ef" * 32)
+    await service.file_issue({"title": "slow", "body": "reads are slow"}, actor=Actor(None, "claimed"), submission=Submission(ip_hash="ef" * 32))
     await service.resolve_issue(issue["issue_number"], "closed", note="fixed in the ranking", actor=MIA)
 
 

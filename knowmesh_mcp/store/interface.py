@@ -37,7 +37,8 @@ class CopiedTable:
     ordered (byte order on every backend) and matched by, with `numeric` those of them that are
     integers; `mutable` the columns a later write may change (a row that differs anywhere else is
     another mesh's row); `identity` the column PostgreSQL numbers itself (its sequence is moved
-    past copied ids).
+    past copied ids); `target_keeps`: rows only the target holds are its own, not a sign of another
+    mesh (a team's tokens, made before its members' meshes are copied in).
     """
 
     name: str
@@ -46,6 +47,7 @@ class CopiedTable:
     numeric: tuple[str, ...] = ()
     mutable: tuple[str, ...] = ()
     identity: str | None = None
+    target_keeps: bool = False
 
 
 # The meta key of a mesh's starter corpus: "pending" from the transaction that creates the mesh
@@ -92,7 +94,7 @@ COPIED_TABLES: tuple[CopiedTable, ...] = (
                                    "created_at", "proof", "resolution"),
                 ("number",), numeric=("number",), mutable=("status", "resolution"), identity="number"),
     CopiedTable("agent_tokens", ("token_hash", "agent_id", "role", "created_at", "last_used_at", "revoked_at"),
-                ("token_hash",), mutable=("last_used_at", "revoked_at")),
+                ("token_hash",), mutable=("last_used_at", "revoked_at"), target_keeps=True),
     CopiedTable("maintainer_actions", ("id", "action", "target", "detail", "note", "maintainer_id", "proof", "created_at"),
                 ("id",), numeric=("id",), identity="id"),
     CopiedTable("node_redirects", ("node_id", "canonical_id", "action_id", "created_at"), ("node_id",),

@@ -82,12 +82,15 @@ async def migrate(conninfo: str) -> int:
 
 
 def shown_url(url: str) -> str:
-    """A conninfo URL as it may be printed: without its password."""
+    """A conninfo URL as it may be printed: its password, in the address or as a `password=`
+    parameter, shown as `***`; a socket URL (no host: `postgresql://u:p@/db?host=/run/x`) stays one."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username}:***@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join(f"{key}=***" if key == "password" else f"{key}={value}" if value else key
+                     for key, value in (item.partition("=")[::2] for item in parts.query.split("&") if item))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class PostgresStore(NodeReads, SearchReads, EvidenceReads):
@@ -146,6 +149,8 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
 
         if self._held.get() is not None:
             raise RuntimeError("a write transaction inside another one would wait for its own lock")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOCK_TIMEOUT_SECONDS  # for the queue and the lock together
         try:
             await asyncio.wait_for(self._write_queue.acquire(), LOCK_TIMEOUT_SECONDS)
         except TimeoutError:
@@ -154,8 +159,8 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             with nul_as_bad_input(), disk_full_as_storage_full():
                 async with self._pool.connection() as connection, connection.transaction():
                     try:  # another server's write (or a stuck session) holds the lock: give up in time
-                        await connection.execute("SELECT set_config('lock_timeout', %s, true)",
-                                                 (f"{LOCK_TIMEOUT_SECONDS}s",))
+                        left_ms = max(1, int((deadline - loop.time()) * 1000))  # 0 would mean "wait for ever"
+                        await connection.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
                         await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                     except psycopg.errors.LockNotAvailable:
                         raise database_busy() from None
