@@ -9,11 +9,14 @@ database does not tell which address sent what.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
 import secrets
 from pathlib import Path
+
+from .errors import storage_full
 
 SECRET_ENV = "KNOWMESH_ADDRESS_SECRET"
 _IN_MEMORY = secrets.token_hex(32)  # an in-memory database's secret lives as long as the process
@@ -25,19 +28,48 @@ def secret_file(db_path: str) -> Path:
 
 def address_secret(db_path: str, *, adopt: str | None = None) -> str:
     """The secret for the database at `db_path`: the environment's, else its file's (made on first
-    use, or holding `adopt`, a secret an older version kept in the database)."""
+    use, or holding `adopt`, a secret an older version kept in the database).
+
+    The file appears whole or not at all: it is written beside its place and linked there, so a
+    full disk (507 storage_full) or a crash never leaves an empty file that would key every hash
+    with an empty secret; an empty one an older version left is replaced."""
     if os.environ.get(SECRET_ENV):
         return os.environ[SECRET_ENV]
     if db_path == ":memory:":
         return _IN_MEMORY
     path = secret_file(db_path)
+    kept = _read_secret(path)
+    if kept:
+        return kept
+    partial = path.with_name(f"{path.name}.{secrets.token_hex(4)}.partial")
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text(encoding="ascii").strip()
-    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-        handle.write((adopt or secrets.token_hex(32)) + "\n")
-    return path.read_text(encoding="ascii").strip()
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+            handle.write((adopt or secrets.token_hex(32)) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(partial, path)  # another process may have made it first: then theirs stands
+        except FileExistsError:
+            if not _read_secret(path):  # empty: left by an older version's failed write
+                os.replace(partial, path)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise storage_full() from None
+        raise
+    finally:
+        partial.unlink(missing_ok=True)
+    made = _read_secret(path)
+    if not made:
+        raise RuntimeError(f"{path} holds no secret")
+    return made
+
+
+def _read_secret(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def address_hash(secret: str, address: str) -> str:

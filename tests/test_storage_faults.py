@@ -427,3 +427,36 @@ def test_a_read_only_mesh_that_would_need_a_write_to_open_says_so(mesh_file, tmp
     assert nothing.returncode == 2 and nothing.stderr == (
         f"knowmesh-mcp: {empty} is empty and read-only: there is no mesh in it to read\n"), nothing.stderr
     assert digest(mesh_file) == before and empty.read_bytes() == b""
+
+
+# -- the address secret beside the database ---------------------------------------------------
+
+
+def test_a_full_disk_leaves_no_empty_address_secret_to_key_every_hash(tmp_path, monkeypatch):
+    """The secret file was created first and written after: on a full disk it stayed empty, and every
+    client address was then hashed with an empty key, also after space was freed."""
+    from knowmesh_mcp.addresses import SECRET_ENV, address_secret
+    from knowmesh_mcp.errors import KnowmeshError
+
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    with small_disk(tmp_path / "disk") as disk:
+        db = str(disk / "mesh.db")
+        filler = fill(disk)
+        with pytest.raises(KnowmeshError) as full:
+            address_secret(db)
+        assert (full.value.status, full.value.code) == (507, "storage_full")
+        assert sorted(path.name for path in disk.iterdir()) == ["filler"], "nothing half made"
+        filler.unlink()
+        made = address_secret(db)
+    assert len(made) == 64 and int(made, 16) >= 0
+
+
+def test_an_empty_address_secret_an_older_version_left_is_replaced(tmp_path, monkeypatch):
+    from knowmesh_mcp.addresses import SECRET_ENV, address_secret, secret_file
+
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    db = str(tmp_path / "mesh.db")
+    secret_file(db).write_text("")
+    made = address_secret(db)
+    assert len(made) == 64 and secret_file(db).read_text().strip() == made and address_secret(db) == made
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mesh.db.address-secret"]
