@@ -98,9 +98,9 @@ REVIEW = (LIMIT, Param("offset", "Items to skip: next_offset of the previous pag
           Param("reason", "Only this reason's items, e.g. unsolved"))
 READ_HEADERS = ("ETag", "Cache-Control", "X-Knowmesh-Article-Revision", "X-Knowmesh-Node-Version", "X-Knowmesh-Has-Answer")
 # A write is refused on a read-only server or cross-site (403), for its size (413), its media
-# type (415) or the write limit (429); every write can also meet a malformed body (400), and on
-# SQLite another process holding the file's write lock too long (503).
-WRITE = (400, 401, 403, 413, 415, 429, 503)
+# type (415) or the write limit (429); every write can also meet a malformed body (400), another
+# process or server holding the mesh's write lock too long (503), and a full disk (507).
+WRITE = (400, 401, 403, 413, 415, 429, 503, 507)
 MAINTAIN = (*WRITE, 404, 409)
 NODE_WRITE = (*WRITE, 404, 409)
 
@@ -222,15 +222,17 @@ ERROR_DESCRIPTIONS = {
     304: "Not modified (If-None-Match matched the ETag)",
     400: "Invalid request: error.code names the rule (invalid_json, invalid_parameter, invalid_node, ...), error.field the field",
     401: "auth_required (this mesh takes writes with an agent token only), invalid_token, or a missing undo token",
-    403: "agent_mismatch (agent.id is not the token's), maintainer_required, invalid_undo_token, a read-only server, "
-         "or a cross-site request to a loopback server (forbidden_host, forbidden_origin)",
+    403: "agent_mismatch (agent.id is not the token's), maintainer_required, invalid_undo_token, a read-only server "
+         "(read_only), a database that may only be read (read_only_database), or a request to a loopback server "
+         "from another site (forbidden_host, forbidden_origin)",
     404: "Unknown node, version, solution, revision, task or issue",
     409: "Conflict: node_exists, duplicate_node, revision_conflict, overlapping_answer, ...",
     413: "Body too large (1 MiB; 4 MiB for POST /v1/search)",
     415: "Writes take Content-Type: application/json only",
     429: "Write limit reached (submissions per hour per agent or address)",
-    503: "database_busy: another process held the database's write lock too long; nothing was written, "
-         "retry after Retry-After seconds",
+    503: "database_busy: another process (or server of a team's mesh) held the database's write lock for over "
+         "10 s; nothing was written, retry after Retry-After seconds",
+    507: "storage_full: the disk holding the database is full; nothing was written",
 }
 
 
