@@ -554,7 +554,8 @@ def remote_url(url: str) -> str:
 
     parts = urlsplit(url.strip())
     if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise UsageError(f"not an http(s) URL: {url!r}")
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # never a password
+        raise UsageError(f"not an http(s) URL: {shown!r}")
     return url.strip().rstrip("/")
 
 

@@ -409,9 +409,11 @@ async def test_cli_sync_with_userinfo_never_prints_or_stores_the_password(team, 
     _, doctor_json = await cli("doctor", "--db", str(database), "--json")
     down = f"http://127.0.0.1:{free_port()}"
     failed_code, failed = await cli("sync", "--from", with_userinfo(down), "--db", str(database))
+    usage_code, usage = await cli("sync", "--from", with_userinfo(down).replace("http:", "ftp:"), "--db", str(database))
     assert f"last sync       {url} at " in doctor
     assert failed_code == 1 and "remote_unavailable" in failed and down in failed
-    for output in (synced, as_json, doctor, doctor_json, failed):
+    assert usage_code == 2 and "not an http(s) URL" in usage
+    for output in (synced, as_json, doctor, doctor_json, failed, usage):
         assert "secret" not in output, output
     files = [path for path in Path(tmp_path).iterdir() if path.name.startswith("cli.db")]
     assert files and not any(b"secret" in path.read_bytes() for path in files), "not in the database file, nor its WAL"
