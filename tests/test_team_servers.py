@@ -232,3 +232,17 @@ async def test_a_write_lock_held_elsewhere_is_503_database_busy_and_reads_go_on(
     assert all(a.headers["retry-after"] == "5" for a in answers)
     assert LOCK_TIMEOUT_SECONDS <= waited < LOCK_TIMEOUT_SECONDS + 3, "the queue and the lock share one timeout"
     assert stored == [], "nothing written"
+
+
+async def test_twelve_simultaneous_mcp_reports_on_one_server_are_all_accepted(pg_database: str):
+    """The MCP tools took the same path as /v1 and failed the same way (PoolTimeout)."""
+    from mcp import Client
+
+    async with serving(build_app(db_path=pg_database, seed=True)) as base:
+        async with httpx2.AsyncClient(base_url=base, timeout=60) as client:
+            solution = (await client.get(f"/v1/nodes/{NODE}")).json()["content"]["solutions"][0]["id"]
+        async with Client(f"{base}/mcp") as mcp:
+            results = await asyncio.gather(*(mcp.call_tool("report_outcome", _report(f"m{n}", solution))
+                                             for n in range(12)))
+    assert [result.is_error for result in results] == [False] * 12, [r.content[0].text[:200] for r in results if r.is_error]
+    assert sorted(r.structured_content["counts"]["failed_agents"] for r in results) == list(range(1, 13))
