@@ -59,7 +59,7 @@ few MiB."""
 
 MAX_CURSOR_CHARS = 500  # a feed cursor is stored in sync_state; this mesh's own are ~30 characters
 MAX_TEXT_CHARS = 8000  # a revision's summary or model, a report's reason or note
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # every time the store writes (store.sqlite.utc_now)
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # every time the store writes (`utc_now`)
 TIMESTAMP_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")  # strptime is lenient
 
 T = TypeVar("T")
