@@ -47,7 +47,7 @@ def clock(monkeypatch) -> Clock:
 
 async def raw(tx: Any, sql: str, params: tuple[Any, ...] = ()) -> None:
     """One statement of test data, `?` placeholders on either backend."""
-    if "psycopg" in type(tx.connection).__module__:
+    if "postgres" in type(tx).__module__:
         sql = sql.replace("?", "%s")
     await tx.connection.execute(sql, params)
 

@@ -100,11 +100,12 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
 
     shared = True
 
-    def __init__(self, url: str, pool: Any, created: bool):
+    def __init__(self, url: str, pool: Any, writer_pool: Any, created: bool):
         self.url = url
         self.path = shown_url(url)
         self.created = created  # True when this open made the database (a copy refuses such a source)
         self._pool = pool
+        self._writer_pool = writer_pool  # one blocking connection: see pg_immediate
         self._candidate_texts = CandidateTexts()
         # This server's writes queue here, not in the pool: a write waiting for the mesh's lock holds
         # no connection, so waiting writes never starve this server's reads.
@@ -119,7 +120,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         """Connect, migrate and open the pool; an unreachable server or a refused login is one
         `DatabaseUnusable` line naming the URL (without its password)."""
         import psycopg
-        from psycopg_pool import AsyncConnectionPool
+        from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
         try:
             applied = await migrate(url)
@@ -130,19 +131,30 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True},
                                    configure=plan_for_searches)
         await pool.open()
+        # Keepalives bound how long a write may block on a database host that vanished mid-statement.
+        writer_pool = ConnectionPool(url, min_size=1, max_size=1, open=False, kwargs={
+            "autocommit": True, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3})
+        await asyncio.to_thread(writer_pool.open, True)
         async with pool.connection() as connection:
             await connection.execute(
                 "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING")
-        store = cls(url, pool, created=applied == len(migrations()))
+        store = cls(url, pool, writer_pool, created=applied == len(migrations()))
         await store._restore_indexes()  # a bulk import that died (or, harmlessly early, one still going)
         return store
 
     async def close(self) -> None:
         await self._pool.close()
+        await asyncio.to_thread(self._writer_pool.close)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[PostgresWriter]:
-        """One transaction, serialized with every other write of the mesh: all of it commits, or none of it does."""
+        """One transaction, serialized with every other write of the mesh: all of it commits, or none of it does.
+
+        It runs on this server's blocking writer connection (`pg_immediate`): once it holds the
+        mesh's lock it never gives the event loop away, so it holds the lock for the time its
+        statements take, not for the time every other request of a busy server takes. Only a
+        wait for the lock (another server's write) runs in a thread."""
+        from .pg_immediate import ImmediateConnection
         from .postgres_writer import PostgresWriter
 
         import psycopg
@@ -157,20 +169,35 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             raise database_busy() from None
         try:
             with nul_as_bad_input(), disk_full_as_storage_full():
-                async with self._pool.connection() as connection, connection.transaction():
-                    try:  # another server's write (or a stuck session) holds the lock: give up in time
-                        left_ms = max(1, int((deadline - loop.time()) * 1000))  # 0 would mean "wait for ever"
-                        await connection.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
-                        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                    except psycopg.errors.LockNotAvailable:
-                        raise database_busy() from None
-                    held = self._held.set(connection)
-                    try:
-                        yield PostgresWriter(connection)
-                    finally:
-                        self._held.reset(held)
+                connection = await asyncio.to_thread(self._writer_pool.getconn, LOCK_TIMEOUT_SECONDS)
+                try:
+                    with connection.transaction():
+                        await self._lock_mesh(connection, deadline - loop.time())
+                        immediate = ImmediateConnection(connection)
+                        held = self._held.set(immediate)
+                        try:
+                            yield PostgresWriter(immediate)
+                        finally:
+                            self._held.reset(held)
+                finally:
+                    self._writer_pool.putconn(connection)
         finally:
             self._write_queue.release()
+
+    @staticmethod
+    async def _lock_mesh(connection: Any, seconds_left: float) -> None:
+        """Take the mesh's write lock in this transaction: at once when it is free, else waiting in a
+        thread for at most `seconds_left` (another server's write, or a stuck session), then 503."""
+        import psycopg
+
+        if connection.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITE_LOCK,)).fetchone()[0]:
+            return
+        left_ms = max(1, int(seconds_left * 1000))  # 0 would mean "wait for ever"
+        connection.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
+        try:
+            await asyncio.to_thread(connection.execute, "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        except psycopg.errors.LockNotAvailable:
+            raise database_busy() from None
 
     @asynccontextmanager
     async def bulk_import(self) -> AsyncIterator[None]:
