@@ -246,3 +246,37 @@ async def test_twelve_simultaneous_mcp_reports_on_one_server_are_all_accepted(pg
                                              for n in range(12)))
     assert [result.is_error for result in results] == [False] * 12, [r.content[0].text[:200] for r in results if r.is_error]
     assert sorted(r.structured_content["counts"]["failed_agents"] for r in results) == list(range(1, 13))
+
+
+async def test_a_write_cancelled_while_it_waits_for_the_lock_never_blocks_the_event_loop(pg_database: str):
+    """The wait for the mesh's lock runs in a thread on the writer's connection; a cancelled write
+    must let it finish there, not roll back over it (which blocked the event loop until the lock
+    timeout), and the writer connection serves the next write."""
+    import psycopg
+
+    from knowmesh_mcp.store.postgres import PostgresStore, WRITE_LOCK
+
+    store = await PostgresStore.open(pg_database)
+    try:
+        loop = asyncio.get_running_loop()
+
+        async def write(value: str) -> None:
+            async with store.write() as tx:
+                await tx.set_meta("probe", value)
+
+        async with await psycopg.AsyncConnection.connect(pg_database) as peer:
+            await peer.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            waiting = asyncio.create_task(write("cancelled"))
+            await asyncio.sleep(0.5)
+            waiting.cancel()
+            started = loop.time()
+            await asyncio.sleep(0.05)
+            lag = loop.time() - started - 0.05
+            await peer.rollback()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await write("written")
+        assert lag < 0.5, f"the event loop stood still {lag:.1f} s"
+        assert await store.get_meta("probe") == "written"
+    finally:
+        await store.close()

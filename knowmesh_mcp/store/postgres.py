@@ -194,8 +194,15 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             return
         left_ms = max(1, int(seconds_left * 1000))  # 0 would mean "wait for ever"
         connection.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
+        waiting = asyncio.ensure_future(
+            asyncio.to_thread(connection.execute, "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
         try:
-            await asyncio.to_thread(connection.execute, "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            await asyncio.shield(waiting)
+        except asyncio.CancelledError:
+            # The thread still waits on the connection: let it finish (within the lock timeout)
+            # before the rollback, which would otherwise block the event loop until it does.
+            await asyncio.wait([waiting])
+            raise
         except psycopg.errors.LockNotAvailable:
             raise database_busy() from None
 
