@@ -222,6 +222,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             raw.pop("version", None)
         prepared = await prepare_off_loop(raw)
         document = prepared.document
+        # Read before the write: once the node is stored, nothing that can fail stands before the 201.
+        similar = await similar_nodes(self.store, prepared.body)
         async with self.store.write() as tx:
             await submission.charge(tx)
             if await tx.versions_of([document.id]):
@@ -241,7 +243,6 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 )
             await tx.insert_nodes([prepared.new_node(kind="create", summary="Create node", proof=author.proof,
                                                      agent={"id": author.id, "model": author.model} if author.id else None)])
-        similar = await similar_nodes(self.store, prepared.body)
         return {
             "id": document.id,
             "version": prepared.version,
