@@ -28,7 +28,7 @@ from .health import Health
 from .maintaining import Maintaining, canonical_ref, follow_redirect, following_merge, read_following_merge
 from .editing import ArticleEditing
 from .environment import Environment, parse_env
-from .errors import KnowmeshError, bad_parameter, not_found
+from .errors import DatabaseUnusable, KnowmeshError, bad_parameter, not_found
 from .identity import Actor, acting
 from .importing import CHUNK, InvalidSource, Rejected, index_pages, prepared_documents
 from .evidence import Evidence, best_answer_state
@@ -148,6 +148,9 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         store = await open_store(db_path)
         service = cls(store)
         try:
+            if getattr(store, "read_only", False):  # a file this process may only read: serve it as it is
+                await service._refuse_a_stale_read_only_index()
+                return service
             await service._reindex_if_analysis_changed(progress)
             if seed is not None:
                 await service._load_starter_corpus_if_pending(seed)
@@ -171,6 +174,15 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             await self.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
         async with self.store.write() as tx:
             await tx.set_meta(STARTER_CORPUS, "loaded" if wanted else "declined")
+
+    async def _refuse_a_stale_read_only_index(self) -> None:
+        """A read-only mesh whose search index another version built cannot be rebuilt here, and
+        searching it would answer by rules this code no longer has: one line saying what to do.
+        (Its starter corpus, if still pending, stays so: the mesh is served as it is.)"""
+        if (await self.store.get_meta("normalizer_version"), await self.store.get_meta("search_index_version")) != \
+                (str(NORMALIZER_VERSION), str(SEARCH_INDEX_VERSION)):
+            raise DatabaseUnusable(self.store.path, f"{self.store.path} is read-only and its search index was built by "
+                                   "another version: open it once where it may be written, to rebuild it")
 
     async def _reindex_if_analysis_changed(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Signature hashes and the search index are derived: rebuild them when their code changed."""

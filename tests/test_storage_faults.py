@@ -429,6 +429,26 @@ def test_a_read_only_mesh_that_would_need_a_write_to_open_says_so(mesh_file, tmp
     assert digest(mesh_file) == before and empty.read_bytes() == b""
 
 
+def test_a_read_only_mesh_indexed_by_another_version_says_so_and_a_pending_corpus_is_served_as_it_is(mesh_file):
+    """Opening needed a write (rebuild the index, load a pending starter corpus) and answered
+    read_only_database, whose message says reads still work: they did not."""
+    with closing(sqlite3.connect(mesh_file)) as connection, connection:
+        (index,), = connection.execute("SELECT value FROM meta WHERE key = 'search_index_version'")
+        connection.execute("UPDATE meta SET value = 'pending' WHERE key = 'starter_corpus'")
+    with read_only(mesh_file, "folder"):
+        pending = cli(mesh_file, "search", QUERY)
+    with closing(sqlite3.connect(mesh_file)) as connection, connection:
+        connection.execute("UPDATE meta SET value = '0' WHERE key = 'search_index_version'")
+    before = digest(mesh_file)
+    with read_only(mesh_file, "folder"):
+        stale = cli(mesh_file, "search", QUERY)
+    assert pending.returncode == 0 and pending.stderr == "", pending.stderr
+    assert stale.returncode == 2 and stale.stderr == (
+        f"knowmesh-mcp: {mesh_file} is read-only and its search index was built by another version: open it once "
+        "where it may be written, to rebuild it\n"), stale.stderr
+    assert digest(mesh_file) == before and index != "0"
+
+
 # -- the address secret beside the database ---------------------------------------------------
 
 
