@@ -58,13 +58,13 @@ from check_data import load_queries, thread  # noqa: E402
 from knowmesh_mcp import search as search_module  # noqa: E402
 from knowmesh_mcp.analysis import index_terms  # noqa: E402
 from knowmesh_mcp.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
+from knowmesh_mcp.ranking import LIKELY  # noqa: E402
 from knowmesh_mcp.service import Service, load_documents  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
 from knowmesh_mcp.tool_output import decisive_lines  # noqa: E402
 
 OUT = HERE / "out"
 LIMIT = 5
-LIKELY = 0.5  # a score at or above it says "likely the right node"
 BACKENDS = ("sqlite", "postgres", "both")
 KINDS = ("pasted", "raw_error", "traceback", "natural_language", "short_phrase", "env_selection", "confusable",
          "no_answer")

@@ -55,6 +55,7 @@ FEATURES = (
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
 )
 NEUTRAL_ENV = 0.5
+LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class Candidate:
     channels: frozenset[str]
     matched_lines: frozenset[int]  # decisive lines (-1: the whole input) whose hash is the node's
     features: dict[str, float] = field(default_factory=dict)
-    score: float = 0.0
+    score: float = 0.0  # what orders the candidates
+    confidence: float = 0.0  # what a result shows: the score, but never lifted across LIKELY by the environment
     match: str = "fuzzy"
 
     @property
@@ -272,9 +274,18 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
 
 
 def rescore(candidate: Candidate, is_output: bool, env_fit: float | None) -> float:
-    """The candidate's score once its answer for the caller's environment is known."""
+    """The candidate's score once its answer for the caller's environment is known, and its confidence.
+
+    The environment chooses the answer within a node and is weak evidence that the node is right:
+    it may reorder candidates, but never lift a confidence across LIKELY (`--env node-20,npm`
+    lifted a Go node from 0.42 to 0.53 for a JavaScript TypeError, and the weak-match guidance
+    went away)."""
+    candidate.features["env_fit"] = NEUTRAL_ENV
+    without_env = score(candidate.features, is_output)
     candidate.features["env_fit"] = NEUTRAL_ENV if env_fit is None else env_fit
-    candidate.score = score(candidate.features, is_output)
+    candidate.score = candidate.confidence = score(candidate.features, is_output)
+    if without_env < LIKELY <= candidate.score:
+        candidate.confidence = LIKELY - 0.0001  # shown rounded to 4 places: still below LIKELY
     return candidate.score
 
 

@@ -56,7 +56,7 @@ from .reading import (
     search_result,
 )
 from .limits import json_problem, to_int
-from .ranking import Candidate, min_score, rescore
+from .ranking import LIKELY, Candidate, min_score, rescore
 from .search import (
     SEARCH_INDEX_VERSION,
     QueryPlan,
@@ -69,7 +69,6 @@ from .syncing import Syncing
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_SEARCH_LIMIT = 5
-LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 LONG_QUERY = 65_536  # characters of a query read in a worker thread
 MAX_SEARCH_LIMIT = 20
 MAX_ECOSYSTEM_IN_ID = MAX_ID_LENGTH - 1 - next_steps.GUIDANCE_SLUG_CHARS  # the guidance's id: ecosystem, '/', slug
@@ -417,7 +416,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         for candidate, result in ranked[:limit]:
             if wanted is not None and result["ecosystem"] != wanted and results and results[-1]["ecosystem"] == wanted:
                 ceiling = min(ceiling, results[-1]["score"] - 0.0001)  # the ecosystem tier: strictly below
-            ceiling = min(ceiling, candidate.score)  # scores never increase down the list
+            ceiling = min(ceiling, candidate.confidence)  # scores never increase down the list
             result["score"] = round(max(ceiling, 0.0), 4)
             results.append(result)
         envelope: dict[str, Any] = {

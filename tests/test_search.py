@@ -580,3 +580,20 @@ def test_a_node_about_a_scoped_npm_package_is_specific(make_doc):
     document = make_doc(id="node/cannot-find-module-angular-core", ecosystem="node",
                         title="Cannot find module '@angular/core'", error="Error: Cannot find module '@angular/core'")
     assert index_row(document).specific
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("query", "env"), [
+    ("TypeError: Cannot read properties of undefined (reading 'map')", "node-20,npm"),
+    ("SyntaxError: Unexpected token '<', \"<!DOCTYPE \"... is not valid JSON", "node-20,npm"),
+])
+async def test_an_environment_alone_never_lifts_a_node_to_a_likely_match(corpus: Service, query: str, env: str):
+    """The environment chooses the answer within a node; it is weak evidence that the node is
+    right. `--env node-20,npm` lifted go/undefined-file-not-in-build from 0.42 to 0.53 for this
+    TypeError (and node/cannot-use-import-statement 0.47 -> 0.68 for the JSON error), and the
+    weak-match guidance went away. It may still reorder the guesses."""
+    plain = await corpus.search(query, limit=5)
+    fitted = await corpus.search(query, env=env, limit=5)
+    assert plain["results"][0]["score"] < 0.5
+    assert fitted["results"][0]["score"] < 0.5, fitted["results"][0]
+    assert fitted["guidance"]["reason"] == "weak_match"
