@@ -3,6 +3,10 @@
     python bench/search_eval.py [--distractors 0,10000] [--split dev,test] [--misses N] [--json]
                                 [--backend sqlite|postgres|both]
 
+`--corpus corpus2` measures the second corpus instead (`bench/eval/corpus2/`: nodes written unlike
+the starter corpus, with their own real queries), the same way: the ranking fitted on the starter
+corpus's dev half, measured on another corpus's halves, is the cross-corpus figure of issue 48.
+
 The corpus is the starter corpus (`store/starter/`) plus, per run, 0 or more distractor nodes from
 `bench/synthetic.py` (a distractor that would be a right answer to a query, the same error
 template with a value the query names, is left out). The queries are `bench/eval/queries/*.jsonl`
@@ -42,6 +46,8 @@ import tempfile
 import time
 from collections import defaultdict
 from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +102,35 @@ def split_of(query: dict[str, Any]) -> str:
 # --- corpus --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EvalCorpus:
+    """Nodes and the real queries about them. `starter`: the starter corpus and bench/eval/queries;
+    `corpus2`: nodes written unlike it and their own queries (bench/eval/corpus2/README.md), so
+    that a ranking fitted on one is measured on the other."""
+
+    name: str
+    nodes: Path
+    queries_dir: Path
+
+    def documents(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(load_documents([self.nodes]))
+
+    def queries(self) -> list[dict[str, Any]]:
+        return load_queries(self.queries_dir)
+
+
+CORPORA = {
+    "starter": EvalCorpus("starter", store_dir() / "starter", HERE / "eval" / "queries"),
+    "corpus2": EvalCorpus("corpus2", HERE / "eval" / "corpus2" / "nodes", HERE / "eval" / "corpus2" / "queries"),
+}
+STARTER = CORPORA["starter"]
+
+
 def _templates(text: str) -> set[str]:
     return {normalize_signature(line) for line in decisive_lines(text)[:3]}
 
 
-def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def _distractors(count: int, queries: list[dict[str, Any]], nodes: EvalCorpus = STARTER) -> list[tuple[str, dict[str, Any]]]:
     """`count` synthetic nodes, none of them a right answer to a query.
 
     A synthetic node is a right answer when it is the query's error (or its expected node's
@@ -110,7 +140,7 @@ def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, d
     """
     from synthetic import Corpus
 
-    starter = {raw["id"]: raw for _, raw in load_documents([store_dir() / "starter"])}
+    starter = {raw["id"]: raw for _, raw in nodes.documents()}
     named: dict[str, set[str]] = defaultdict(set)  # template -> the words of queries that have it
     for query in queries:
         words = set(index_terms(query["q"]).split())
@@ -135,41 +165,46 @@ def _distractors(count: int, queries: list[dict[str, Any]]) -> list[tuple[str, d
     return chosen
 
 
-def _corpus_key(distractors: int) -> str:
-    digest = hashlib.sha256(f"{NORMALIZER_VERSION}:{search_module.SEARCH_INDEX_VERSION}:{distractors}".encode())
-    for path in sorted((store_dir() / "starter").glob("*.json")) + sorted((ROOT / "store" / "migrations").glob("*.sql")):
+def _corpus_key(distractors: int, nodes: EvalCorpus = STARTER) -> str:
+    digest = hashlib.sha256(f"{NORMALIZER_VERSION}:{search_module.SEARCH_INDEX_VERSION}:{distractors}:{nodes.name}".encode())
+    for path in sorted(nodes.nodes.glob("*.json")) + sorted((ROOT / "store" / "migrations").glob("*.sql")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for name in CODE_FILES:
         digest.update((ROOT / "knowmesh_mcp" / name).read_bytes())
     for name in ("synthetic.py", "baseline.py", "search_eval.py"):
         digest.update((HERE / name).read_bytes())
-    digest.update(hashlib.sha256("".join(q["q"] for q in load_queries()).encode()).digest())
+    digest.update(hashlib.sha256("".join(q["q"] for q in nodes.queries()).encode()).digest())
     return digest.hexdigest()[:12]
 
 
-async def build_corpus(path: Path, distractors: int) -> None:
-    """Starter corpus + distractors (then `baseline.ensure` adds the baseline's table)."""
-    service = await Service.open(path, seed=True)
+async def build_corpus(path: Path | str, distractors: int, nodes: EvalCorpus = STARTER) -> None:
+    """The corpus's nodes + distractors (then `baseline.ensure` adds the baseline's table)."""
+    service = await Service.open(path, seed=nodes is STARTER)
     try:
+        if nodes is not STARTER:
+            report = await service.import_documents(nodes.documents(), summary=f"{nodes.name} corpus")
+            if report.invalid or report.skipped:
+                raise SystemExit(f"{nodes.name} nodes not imported: {(report.invalid + report.skipped)[:2]}")
         if distractors:
-            report = await service.import_documents(_distractors(distractors, load_queries()), summary="distractors")
+            report = await service.import_documents(_distractors(distractors, nodes.queries(), nodes), summary="distractors")
             if report.invalid:
                 raise SystemExit(f"distractors invalid: {report.invalid[:2]}")
     finally:
         await service.close()
 
 
-def corpus(distractors: int) -> Path:
+def corpus(distractors: int, nodes: EvalCorpus = STARTER) -> Path:
     """The built corpus database, cached in bench/out/ by what shapes it."""
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"eval-d{distractors}-{_corpus_key(distractors)}.db"
+    stem = f"eval-d{distractors}" if nodes is STARTER else f"eval-{nodes.name}-d{distractors}"
+    path = OUT / f"{stem}-{_corpus_key(distractors, nodes)}.db"
     if not path.exists():
-        for stale in OUT.glob(f"eval-d{distractors}-*.db*"):
+        for stale in OUT.glob(f"{stem}-*.db*"):
             stale.unlink()
         building = path.with_suffix(".building")
         building.unlink(missing_ok=True)
         started = time.perf_counter()
-        asyncio.run(build_corpus(building, distractors))
+        asyncio.run(build_corpus(building, distractors, nodes))
         baseline.ensure(building)
         building.rename(path)
         print(f"built {path.name} ({distractors:,} distractors) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -242,7 +277,7 @@ def table(outcomes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...] = ("dev", "test"),
-             backend: str = "sqlite") -> dict[str, Any]:
+             backend: str = "sqlite", nodes: EvalCorpus = STARTER) -> dict[str, Any]:
     """{"runs": {f"{split}/{distractors}": {row: figures}}, "targets": ..., "misses": [...]}.
 
     `backend` "sqlite" (the default) or "postgres": the figures of that backend. "both": the
@@ -252,7 +287,7 @@ def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...]
     if backend not in BACKENDS:
         raise ValueError(f"backend is one of {', '.join(BACKENDS)}, not {backend!r}")
     names = ("sqlite", "postgres") if backend == "both" else (backend,)
-    queries = load_queries()
+    queries = nodes.queries()
     reports: dict[str, dict[str, Any]] = {name: {"runs": {}, "misses": {}, "counts": {}} for name in names}
     outcomes_of: dict[tuple[str, int], list[dict[str, Any]]] = {}
     timings: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in names}
@@ -260,7 +295,7 @@ def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...]
         server = stack.enter_context(search_eval_pg.server()) if "postgres" in names else None
         for count in distractors:
             started = time.perf_counter()
-            path = corpus(count)
+            path = corpus(count, nodes)
             sqlite_corpus = round(time.perf_counter() - started, 1)
             with tempfile.TemporaryDirectory(prefix="knowmesh-eval-") as directory:
                 copy = Path(directory) / "eval.db"
@@ -269,7 +304,8 @@ def evaluate(distractors: tuple[int, ...] = (0, 10_000), splits: tuple[str, ...]
                     target: str | Path = copy
                     timing = timings[name].setdefault(count, {})
                     if name == "postgres":
-                        target, built = search_eval_pg.corpus(server, count, _corpus_key(count), build_corpus)
+                        target, built = search_eval_pg.corpus(server, count, _corpus_key(count, nodes),
+                                                              partial(build_corpus, nodes=nodes))
                         timing["build"] = None if built is None else round(built, 1)
                     else:
                         timing["corpus (built, or read from bench/out/)"] = sqlite_corpus
@@ -483,13 +519,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="dev,test", help="halves to report: dev, test or both (default)")
     parser.add_argument("--misses", type=int, default=30, help="dev misses to list per run (default 30)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="starter",
+                        help="starter (default): the starter corpus and bench/eval/queries; corpus2: nodes written "
+                             "unlike it, with their own queries (bench/eval/corpus2)")
     parser.add_argument("--backend", choices=BACKENDS, default="sqlite",
                         help="the store the product searches: sqlite (default), postgres (a private server, or "
                              "KNOWMESH_TEST_POSTGRES), or both, side by side")
     args = parser.parse_args(argv)
     counts = tuple(int(c) for c in args.distractors.split(","))
     splits = tuple(s.strip() for s in args.split.split(","))
-    report = evaluate(counts, splits, args.backend)
+    report = evaluate(counts, splits, args.backend, CORPORA[args.corpus])
     print(json.dumps(report, indent=1, ensure_ascii=False) if args.json else render(report, args.misses))
     return 0
 

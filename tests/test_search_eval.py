@@ -19,6 +19,7 @@ for entry in (ROOT / "bench", ROOT / "bench" / "eval"):
 def _load(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a dataclass of the module looks its module up there
     spec.loader.exec_module(module)
     return module
 

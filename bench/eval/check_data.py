@@ -46,8 +46,8 @@ def _jsonl(folder: Path) -> list[dict[str, Any]]:
     return items
 
 
-def load_queries() -> list[dict[str, Any]]:
-    return _jsonl(QUERIES)
+def load_queries(folder: Path = QUERIES) -> list[dict[str, Any]]:
+    return _jsonl(folder)
 
 
 def load_fixtures() -> list[dict[str, Any]]:
