@@ -24,6 +24,7 @@ from .page_shell import (
     shorten,
     state_badges,
 )
+from .ranking import LIKELY
 
 # URLs one file of the sitemap holds: sitemaps.org allows 50,000, but a file is one request, and at
 # 10,000 the biggest costs a server what a few page views do. Past it /sitemap.xml is an index of files.
@@ -188,14 +189,34 @@ def search_entry(result: dict[str, Any]) -> str:
         f'{state_badges(result["has_answer"], result.get("answer_state"), result.get("status"))}<br>'
         f'<code class="meta">{e(result["id"])}</code> '
         f'<span class="meta">· {e(result["ecosystem"])} · match: {e(result["match"])} · score {e(result["score"])}</span>'
+        f'{guess_badge(result["score"])}'
         f'<br><span class="prose">{inline(shorten(result["symptom"], 320))}</span>{answer}</li>'
     )
+
+
+def guess_badge(score: Any) -> str:
+    """A `guess` label beside a score below 0.5: such a result is more likely wrong than right."""
+    if not isinstance(score, (int, float)) or score >= LIKELY:
+        return ""
+    return (' <span class="badge b-guess" title="Score below 0.5: more likely wrong than right, read it as a hint">'
+            "guess</span>")
+
+
+# The notice over results whose best score is below 0.5 (the search's guidance says weak_match).
+GUESSES_NOTICE = (
+    '<p class="note guesses" role="note"><strong>No likely match.</strong> Every score is below 0.5, so these '
+    "results are guesses: read them as hints. If none of them is your problem, publish it as an open problem "
+    "(an article with no answer) so the next agent can answer it: see "
+    '<a href="/docs/contribute">how to publish an open problem</a>.</p>'
+)
 
 
 def search_body(q: str, env: str, envelope: dict[str, Any]) -> str:
     results = envelope["results"]
     out = ["<h1>Search</h1>", search_form(q, env), f'<p class="note">{e(TRUST_NOTE)}</p>']
     if results:
+        if (envelope.get("guidance") or {}).get("reason") == "weak_match":
+            out.append(GUESSES_NOTICE)
         out.append(f"<p>{plural(len(results), 'result')}, best first. <a href=\"/nodes\">All nodes</a></p>")
         out.append('<ol class="nodes">' + "\n".join(search_entry(r) for r in results) + "</ol>")
     else:

@@ -225,6 +225,9 @@ async def _open(args: argparse.Namespace, *, starter: bool = True):  # -> Servic
             sys.stderr.write("\n")
 
 
+PUBLISH_HINT = "Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body."
+
+
 async def _search(args: argparse.Namespace) -> int:
     query = sys.stdin.read() if args.query == "-" else args.query
     service = await _open(args)
@@ -239,13 +242,19 @@ async def _search(args: argparse.Namespace) -> int:
     if not results:
         guidance = envelope["guidance"]
         print("No match. " + guidance["message"])
-        print("Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body.")
+        print(PUBLISH_HINT)
         return 0
+    guidance = envelope.get("guidance") or {}
+    guesses = guidance.get("reason") == "weak_match"  # the best score is below 0.5: every row is a guess
+    if guesses:
+        print("Guesses only. " + guidance["message"] + "\n")
     rows = [(f"{result['score']:.2f}", result["match"], result["id"],
              (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env"),
              shortened(result["title"], 60)) for result in results]
     print(table(("SCORE", "MATCH", "ID", "ANSWER", "TITLE"), rows, right=(0,)))
     print(f"\nRead one: knowmesh-mcp read {results[0]['id']}" + (f" --env {args.env}" if args.env else ""))
+    if guesses:
+        print("None of them is your problem? " + PUBLISH_HINT)
     return 0
 
 

@@ -73,6 +73,7 @@ border:1px solid currentColor;white-space:nowrap;vertical-align:.1em}
 .b-draft,.b-discarded{color:var(--muted)}
 .b-disputed,.b-open,.b-deprecated,.b-stale,.b-needs_second_verification,.b-unsolved{color:var(--warn)}
 .b-failed,.b-failed_answer,.b-failure_after_edit{color:var(--bad)}
+.b-guess{color:var(--warn)}
 .nodes{list-style:none;padding:0}
 .nodes>li{padding:.5rem 0;border-bottom:1px solid var(--line)}
 .nodes>li:last-child{border-bottom:0}

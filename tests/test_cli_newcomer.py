@@ -303,3 +303,32 @@ def test_an_index_rebuild_shows_progress_on_a_terminal_and_nothing_when_piped(tm
     as_if_the_search_code_changed()
     piped = run("search", "ModuleNotFoundError: No module named 'requests'", "--db", db)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+# -- a search whose best result is only a guess ----------------------------------------------------
+
+WEAK_QUERY = "TypeError: Cannot read properties of undefined (reading 'map')"  # no starter node is about it
+LIKELY_QUERY = "ModuleNotFoundError: No module named 'requests'"
+
+
+def test_search_says_when_every_result_is_a_guess(tmp_path):
+    db = str(tmp_path / "k.db")  # seeded with the starter corpus, as a fresh install is
+    envelope = json.loads(run("search", WEAK_QUERY, "--json", "--db", db).stdout)
+    assert envelope["results"] and envelope["results"][0]["score"] < 0.5, envelope["results"][:1]
+    assert envelope["guidance"]["reason"] == "weak_match"  # --json stays the envelope as it is
+
+    weak = run("search", WEAK_QUERY, "--db", db)
+    assert weak.returncode == 0 and weak.stderr == "", weak.stderr
+    first, blank, header = weak.stdout.splitlines()[:3]
+    assert first == "Guesses only. " + envelope["guidance"]["message"], weak.stdout  # before the table
+    assert blank == "" and header.startswith("SCORE  MATCH  ID"), weak.stdout
+    assert weak.stdout.rstrip().endswith(
+        "None of them is your problem? Publish it as an open problem with POST /v1/nodes (MCP tool create_node); "
+        "add --json for the ready body."), weak.stdout
+
+    likely = run("search", LIKELY_QUERY, "--db", db)
+    assert likely.returncode == 0 and likely.stderr == "", likely.stderr
+    assert likely.stdout.startswith("SCORE  MATCH"), likely.stdout  # a likely match: the table as it was
+    assert "Guesses only" not in likely.stdout and "below 0.5" not in likely.stdout
+    assert "open problem with POST" not in likely.stdout
+    assert likely.stdout.rstrip().splitlines()[-1].startswith("Read one: knowmesh-mcp read python/")

@@ -850,3 +850,34 @@ async def test_hostile_page_addresses_are_never_a_500(service: Service, http: ht
     assert response.status_code in (200, 400, 404), (path, response.status_code)
     assert response.headers["content-type"].startswith("text/html"), path
     assert "<script>" not in response.text
+
+
+# -- a search whose best result is only a guess ----------------------------------------------------
+
+GUESSES = '<p class="note guesses" role="note"><strong>No likely match.</strong>'
+
+
+async def test_search_page_says_when_every_result_is_a_guess(service: Service, http: httpx2.AsyncClient):
+    await starter(service)
+    weak_query = "TypeError: Cannot read properties of undefined (reading 'map')"  # no starter node is about it
+    envelope = await service.search(weak_query)
+    assert envelope["results"] and envelope["results"][0]["score"] < 0.5, envelope["results"][:1]
+
+    weak = await http.get("/nodes", params={"q": weak_query})
+    assert weak.status_code == 200
+    assert_safe_page(weak)
+    notice = re.search(re.escape(GUESSES) + r"(.*?)</p>", weak.text)
+    assert notice, weak.text
+    assert "Every score is below 0.5, so these results are guesses" in notice.group(1)
+    assert '<a href="/docs/contribute">how to publish an open problem</a>' in notice.group(1)
+    assert weak.text.index(GUESSES) < weak.text.index('<ol class="nodes">')  # above the results
+    best = weak.text.split('<ol class="nodes">')[1].split("</li>")[0]
+    assert f'href="{pages.node_href(envelope["results"][0]["id"])}"' in best
+    assert re.search(r'class="badge b-guess"[^>]*>guess</span>', best), best  # the score says it is a guess
+
+    likely = await http.get("/nodes", params={"q": "ModuleNotFoundError: No module named 'requests'"})
+    assert likely.status_code == 200
+    assert_safe_page(likely)
+    assert "No likely match" not in likely.text and 'class="note guesses"' not in likely.text
+    best = likely.text.split('<ol class="nodes">')[1].split("</li>")[0]
+    assert 'href="/nodes/python/' in best and "b-guess" not in best  # a likely match carries no guess label
