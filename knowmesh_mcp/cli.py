@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -248,7 +249,7 @@ async def _search(args: argparse.Namespace) -> int:
     guesses = guidance.get("reason") == "weak_match"  # the best score is below 0.5: every row is a guess
     if guesses:
         print("Guesses only. " + guidance["message"] + "\n")
-    rows = [(f"{result['score']:.2f}", result["match"], result["id"],
+    rows = [(f"{math.floor(result['score'] * 100) / 100:.2f}", result["match"], result["id"],  # 0.4999 is no 0.50
              (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env"),
              shortened(result["title"], 60)) for result in results]
     print(table(("SCORE", "MATCH", "ID", "ANSWER", "TITLE"), rows, right=(0,)))
