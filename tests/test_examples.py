@@ -23,6 +23,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from knowmesh_mcp.cli import build_parser
 from knowmesh_mcp.mcp_server import TOOL_NAMES
+from knowmesh_mcp.service import load_documents
+from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -437,3 +439,162 @@ async def test_agent_loop_guides_when_nothing_matches_and_fails_on_http_errors(s
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
     both_on_stdin = await loop(base_url, "--applied-on-stdin", "-", input=b"an error")
     assert both_on_stdin.returncode == 2 and "give the error text as an argument" in both_on_stdin.stderr
+
+
+# -- guesses (score below 0.5) and verify commands that cannot run here ------------------------
+#
+# A result scoring below 0.5 is a guess: the loop shows it as one and never runs or reports
+# anything for it unless someone types y at a terminal (--yes does not). A verify command that
+# exits 126 or 127 could not run on this machine: it says nothing about the problem or the fix.
+
+GUESSED_ERROR = "KeyError: 'user_id'"  # nothing in these meshes is about it: every result is a guess
+
+
+async def searched(http, query: str, env: str) -> dict[str, Any]:
+    response = await http.get("/v1/search", params={"q": query, "env": env})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def feedback_of(http, node_id: str) -> list[dict[str, Any]]:
+    """The node's reports, as GET /v1/nodes/{id}/feedback lists them."""
+    response = await http.get(f"/v1/nodes/{node_id}/feedback")
+    assert response.status_code == 200, response.text
+    return response.json()["feedback"]
+
+
+def ran_a_command(output: str) -> bool:
+    """Whether the loop ran a verify command: it prints each one as a "$ command" line first."""
+    return any(line.startswith("$ ") for line in output.splitlines())
+
+
+async def test_agent_loop_shows_a_weak_starter_result_as_a_guess_and_runs_and_reports_nothing_under_yes(service, base_url, http):
+    """The reproduction of issue 48: a Python KeyError against the starter corpus, whose best result
+    is about something else. Under --yes (and a harness's "y" on stdin) it was offered as "Top match",
+    its verify command ran, and its exit code was read as "the problem is present"."""
+    await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    env = "ubuntu-24.04,python-3.12,pip"
+    found = await searched(http, GUESSED_ERROR, env)
+    assert found["results"], "the starter corpus returns hints for this error"
+    top = found["results"][0]
+    assert top["score"] < 0.5 and found["guidance"]["reason"] == "weak_match", found  # the premise of this test
+
+    guessed = await loop(base_url, "--env", env, "--yes", "--applied-on-stdin", "--agent-id", "a1", GUESSED_ERROR,
+                         input=b"y\n")
+    assert guessed.returncode == 0, guessed.stderr
+    out = guessed.stdout
+    assert "Top match" not in out, out
+    assert "It is a guess, not the answer" in out and f"Guess: {top['id']} ({top['match']}, score {top['score']})" in out
+    assert found["guidance"]["message"] in out, "the server's guidance is shown"
+    assert "No terminal to ask on: a guess is used only after an explicit y there (--yes does not accept it)" in out
+    assert not ran_a_command(out) and "Baseline" not in out and "Fix applied?" not in out, out
+    assert "Guess not used: nothing run, nothing reported" in out and "Reported" not in out
+    assert "POST /v1/nodes" in out and '"id": "python/keyerror-user-id"' in out, "how to publish it instead"
+    for result in found["results"]:
+        assert await feedback_of(http, result["id"]) == []
+
+
+def guessed_node(make_doc, tmp_path: Path) -> tuple[dict[str, Any], Path, Path]:
+    """A node that is only a guess for GUESSED_ERROR; its verify command leaves a trace (`ran`) when
+    it runs, and passes once its fix step has created `fixed`."""
+    ran, fixed = tmp_path / "verify-ran", tmp_path / "fixed"
+    document = node_with_verify(make_doc, "python/loop-guess", "KnowmeshLoopError: the widget frobnicator stalled",
+                                f"touch {shlex.quote(str(ran))}; test -f {shlex.quote(str(fixed))}", fixed)
+    return document, ran, fixed
+
+
+async def test_agent_loop_runs_and_reports_a_guess_only_after_an_explicit_y_at_the_terminal(service, base_url, http,
+                                                                                           make_doc, tmp_path):
+    document, ran, fixed = guessed_node(make_doc, tmp_path)
+    await service.create_node(document)
+    env = "linux,python-3.12"
+    (top,) = (await searched(http, GUESSED_ERROR, env))["results"]
+    assert top["id"] == document["id"] and top["score"] < 0.5, top  # the premise: a guess
+
+    # --yes without a terminal (a harness answering every question on stdin): nothing runs
+    for extra in (["--applied-on-stdin"], []):
+        unattended = await loop(base_url, "--env", env, "--yes", *extra, "--agent-id", "a1", GUESSED_ERROR, input=b"y\ny\n")
+        assert unattended.returncode == 0, unattended.stderr
+        assert "It is a guess" in unattended.stdout and "Top match" not in unattended.stdout
+        assert not ran_a_command(unattended.stdout) and "Guess not used: nothing run, nothing reported" in unattended.stdout
+    assert not ran.exists(), "the guess's verify command never ran"
+
+    command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", env, "--yes", "--agent-id", "a1", GUESSED_ERROR]
+
+    def at_terminal(*answers: Answer) -> tuple[int, str]:
+        return converse(command, *answers, terminal=True)
+
+    # --yes at a terminal: the guess question is still asked, and "n" (or just Enter) stops everything
+    for answer in (no, lambda output: b""):
+        status, output = await anyio.to_thread.run_sync(at_terminal, answer)
+        assert status == 0, output
+        assert "This is a guess (score" in output and "(--yes does not answer this) [y/N]" in output, output
+        assert "Guess not used: nothing run, nothing reported" in output and not ran_a_command(output), output
+    assert not ran.exists() and await feedback_of(http, document["id"]) == []
+
+    # an explicit y accepts it: from there it is the ordinary loop (--yes answers the verify question), and reported
+    def apply_fix(output: str) -> bytes:
+        fixed.touch()
+        return b"y"
+
+    status, output = await anyio.to_thread.run_sync(at_terminal, yes, apply_fix)
+    assert status == 0 and output.count("[y/N]") == 2, output
+    assert ran.exists() and output.count("$ touch") == 2 and "exit code 0 (baseline 1): solved" in output, output
+    (row,) = await feedback_of(http, document["id"])
+    assert row["outcome"] == "solved"
+    assert f"the search scored this node {top['score']} (below 0.5: a guess), used after an explicit y" in row["note"]
+
+
+@pytest.mark.parametrize("exit_code", [126, 127])
+async def test_agent_loop_stops_and_reports_nothing_when_the_baseline_cannot_run(service, base_url, http, make_doc,
+                                                                                tmp_path, exit_code):
+    """127: the shell found no such command; 126: it found a file it cannot execute. Neither means
+    "the problem is present", so neither may lead to a report (failed, solved or env_mismatch)."""
+    if exit_code == 127:
+        command = "knowmesh-no-such-program --check"
+    else:
+        script = tmp_path / "check.sh"
+        script.write_text("#!/bin/sh\nexit 0\n")
+        script.chmod(0o644)  # not executable
+        command = shlex.quote(str(script))
+    document = node_with_verify(make_doc, f"python/loop-cannot-run-{exit_code}", "GizmoSprocketTimeout: no answer "
+                                "from the sprocket", command)
+    created = await http.post("/v1/nodes", json=document)
+    assert created.status_code == 201, created.text
+    (top, *_) = (await searched(http, document["signature"]["error"], "linux,python-3.12"))["results"]
+    assert top["id"] == document["id"] and top["score"] >= 0.5, top  # the premise: a likely match
+
+    stopped = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--applied-on-stdin", "--agent-id", "a1",
+                         document["signature"]["error"], input=b"y\n")
+    assert stopped.returncode == 0, stopped.stderr
+    out = stopped.stdout
+    assert "Top match: " + document["id"] in out and "guess" not in out
+    assert out.count("$ ") == 1 and f"Baseline: exit code {exit_code} (" in out, out
+    assert "the verify command cannot run here" in out and "nothing reported" in out, out
+    assert f"exit code {exit_code}, the problem is present" not in out and "Fix applied?" not in out and "Reported" not in out, out
+    assert await feedback_of(http, document["id"]) == []
+
+
+async def test_agent_loop_reports_nothing_when_verify_cannot_run_after_the_fix(service, base_url, http, make_doc, tmp_path):
+    """The baseline fails as it should (exit 1), but after the fix the command is not found (127):
+    that is not a failed fix, nor an env_mismatch."""
+    marker = tmp_path / "fixed"
+    command = f"if test -f {shlex.quote(str(marker))}; then knowmesh-no-such-program; else exit 1; fi"
+    document = node_with_verify(make_doc, "python/loop-gone-after-fix", "GizmoSprocketTimeout: no answer from the "
+                                "sprocket", command, marker)
+    created = await http.post("/v1/nodes", json=document)
+    assert created.status_code == 201, created.text
+    cmd = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--yes",
+           "--applied-on-stdin", "--agent-id", "a1", document["signature"]["error"]]
+
+    def apply_fix(output: str) -> bytes:
+        marker.touch()
+        return b"y"
+
+    status, output = await anyio.to_thread.run_sync(lambda: converse(cmd, apply_fix, terminal=False))
+    assert status == 0, output
+    assert output.count("$ if test -f") == 2 and "Baseline: exit code 1, the problem is present" in output, output
+    assert "exit code 127 (command not found; baseline 1): the verify command cannot run here after the fix" in output
+    assert "Nothing reported: not failed, and not env_mismatch either" in output, output
+    assert "Reported" not in output and ": failed" not in output
+    assert await feedback_of(http, document["id"]) == []
