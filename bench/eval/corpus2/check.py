@@ -6,8 +6,10 @@ every query well-formed, real and from a thread nothing else here uses.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -59,9 +61,25 @@ def used_elsewhere() -> set[str]:
     return used
 
 
+async def not_importable(documents: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Nodes a mesh would not take beside the others (an empty mesh, a dry-run import): a node whose
+    normalized error and quoted values equal another's is the same problem to the product (409
+    duplicate_node), so siblings must differ in their error line, not only in their article."""
+    from knowmesh_mcp.service import Service
+
+    with tempfile.TemporaryDirectory(prefix="corpus2-check-") as folder:
+        service = await Service.open(Path(folder) / "check.db", seed=False)
+        try:
+            report = await service.import_documents(documents, dry_run=True)
+        finally:
+            await service.close()
+    return [f"{item.get('source')}: not importable: {item.get('reason')}" for item in report.skipped + report.invalid]
+
+
 def problems() -> list[str]:
     found: list[str] = []
     ours = nodes()
+    found += asyncio.run(not_importable([(path.name, raw) for path, raw in ours.values()]))
     provenance: set[str] = set()
     for node_id, (path, raw) in ours.items():
         expected_name = node_id.replace("/", "__") + ".json"
