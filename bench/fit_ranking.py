@@ -1,6 +1,6 @@
 """Fit the ranking weights on the development half of the search evaluation.
 
-    python bench/fit_ranking.py [--distractors 0,10000] [--dry-run]
+    python bench/fit_ranking.py [--distractors 0,10000] [--dry-run] [--corpus starter,corpus2]
 
 Runs every dev query (bench/search_eval.py's `split_of`) through the service's own candidate
 ranking (`Service.rank_candidates`, every candidate, its environment fit included) over the
@@ -14,7 +14,8 @@ calibration step (docs/decisions.md, "Ranking").
 
 Writes knowmesh_mcp/ranking_weights.json (unless --dry-run) and prints, per model, the weights,
 the chosen penalty, the cross-validated log loss and the dev recall@1 of re-ranking with them.
-The test half is never read.
+The test half is never read. `--corpus` pools the dev halves of several evaluation corpora
+(bench/search_eval.py's CORPORA), each over its own meshes.
 """
 
 from __future__ import annotations
@@ -135,9 +136,10 @@ def top_logits(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], mode
 
 
 def choose_shift(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], models: dict[str, Any],
-                 no_answer: list[int], corpora: int) -> tuple[float, dict[str, Any]]:
+                 no_answer: list[list[int]]) -> tuple[float, dict[str, Any]]:
     """The smallest logit shift (a multiple of SHIFT_STEP) at which, over every corpus, at least
-    REJECTED of the dev queries with no right node serve a first result below 0.5.
+    REJECTED of the dev queries with no right node serve a first result below 0.5 (`no_answer`:
+    the indices of those queries run over each corpus, by corpus).
 
     The fit is calibrated over all candidates, most of them plainly wrong; a query with no right
     node is a few percent of the queries and its best candidate is the hard case, scored too high
@@ -148,9 +150,10 @@ def choose_shift(groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]], mo
     shift = 0.0
     while True:
         rejected = []
-        for corpus in range(corpora):
-            runs = [q * corpora + corpus for q in no_answer]
-            rejected.append(sum(i not in tops or tops[i] - shift < 0 for i in runs) / len(runs))
+        for corpus, queries in enumerate(no_answer):
+            runs = [q * len(no_answer) + corpus for q in queries]
+            if runs:
+                rejected.append(sum(i not in tops or tops[i] - shift < 0 for i in runs) / len(runs))
         if min(rejected) >= REJECTED or shift > 5:
             return round(shift, 2), {"rejected_by_corpus": [round(r, 3) for r in rejected]}
         shift += SHIFT_STEP
@@ -178,22 +181,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distractors", default="0,10000",
                         help="comma-separated distractor counts; the dev queries are run over each corpus and pooled")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the weights file")
+    parser.add_argument("--corpus", default="starter",
+                        help="comma-separated evaluation corpora whose dev halves are pooled: starter (default), corpus2")
     args = parser.parse_args(argv)
-    queries = [q for q in search_eval.load_queries() if search_eval.split_of(q) == "dev"]
+    names = [name.strip() for name in args.corpus.split(",")]
+    queries = [(name, q) for name in names for q in search_eval.CORPORA[name].queries() if search_eval.split_of(q) == "dev"]
     counts = [int(c) for c in args.distractors.split(",")]
+    runs = [(name, count) for name in names for count in counts]  # each corpus's dev queries over each of its meshes
     groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
-    for count in counts:
-        source = search_eval.corpus(count)
+    for run, (name, count) in enumerate(runs):
+        mine = [index for index, (owner, _) in enumerate(queries) if owner == name]
+        source = search_eval.corpus(count, search_eval.CORPORA[name])
         with tempfile.TemporaryDirectory(prefix="knowmesh-fit-") as directory:
             path = Path(directory) / "fit.db"
             shutil.copy(source, path)
-            for model, items in asyncio.run(collect(path, queries)).items():
-                # a query index per corpus, so cross-validation folds keep each run of a query together
-                groups[model] += [(index * len(counts) + counts.index(count), x, y) for index, x, y in items]
+            for model, items in asyncio.run(collect(path, [queries[i][1] for i in mine])).items():
+                # one index per query and run, so cross-validation folds keep each run of a query together
+                groups[model] += [(mine[index] * len(runs) + run, x, y) for index, x, y in items]
     fitted: dict[str, Any] = {"models": {}, "fitted": {
         "method": "logistic regression (Newton, L2 on weights, penalty by 5-fold CV over queries)",
         "script": "bench/fit_ranking.py", "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "split": "dev", "dev_queries": len(queries), "distractors": counts, "models": {}}}
+        "split": "dev", "corpora": names, "dev_queries": len(queries), "distractors": counts, "models": {}}}
     for model, items in sorted(groups.items()):
         penalty, losses = choose_penalty(items)
         x, y = stacked(items)
@@ -210,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  bias {beta[0]:+.3f}")
         for name, weight in sorted(zip(FEATURES, beta[1:]), key=lambda item: -abs(item[1])):
             print(f"  {name:<20} {weight:+.3f}")
-    no_answer = [i for i, q in enumerate(queries) if not q["expect"]]
-    shift, reached = choose_shift(groups, fitted["models"], no_answer, len(counts))
+    no_answer = [[i for i, (owner, q) in enumerate(queries) if owner == name and not q["expect"]] for name, _ in runs]
+    shift, reached = choose_shift(groups, fitted["models"], no_answer)
     for weights in fitted["models"].values():
         weights["bias"] = round(weights["bias"] - shift, 4)
     fitted["fitted"]["shift"] = {"logit": shift, "rule": f"smallest multiple of {SHIFT_STEP} at which at least "
