@@ -88,6 +88,12 @@ class Candidate:
     def pk(self) -> int:
         return self.text.pk
 
+    @property
+    def rank_value(self) -> float:
+        """What orders candidates, lowest first: `rank` and the service's order after the
+        environment's rescore both sort by it, so an order other than the score changes here alone."""
+        return -self.score
+
 
 @dataclass(frozen=True)
 class Model:
@@ -269,7 +275,7 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
         candidate.features["decisive_best"] = candidate.features["decisive_all"] / best if best else 0.0
         candidate.features["flat_best"] = candidate.features["flat_best"] / flat if flat else 0.0
         candidate.score = score(candidate.features, is_output)
-    kept.sort(key=lambda c: (-c.score, c.pk))
+    kept.sort(key=lambda c: (c.rank_value, c.pk))
     return kept
 
 

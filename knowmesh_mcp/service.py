@@ -462,7 +462,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             if floor and candidates[end - 1].score < min_score():
                 break  # the rest score lower still
             start = end
-        ranked.sort(key=lambda entry: (-entry[0].score, entry[1]["id"]))
+        ranked.sort(key=lambda entry: (entry[0].rank_value, entry[1]["id"]))
         return ranked
 
     async def _entries(self, shown: list[Candidate], plan: QueryPlan, machine: Environment | None, wanted: str | None,
@@ -484,7 +484,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor:
                 continue  # a hint weaker than any right answer the ranking was fitted on
             mismatch = wanted is not None and row.ecosystem != wanted
-            ranked.append((mismatch, -candidate.score, row.id, candidate, result))
+            ranked.append((mismatch, candidate.rank_value, row.id, candidate, result))
         ranked.sort(key=lambda item: item[:3])
         return [(candidate, result) for *_, candidate, result in ranked]
 
