@@ -284,20 +284,28 @@ async def send(http: httpx2.AsyncClient, request: Request) -> tuple[Record, http
     return Record(request.group, request.route, status, ms, error), response
 
 
-async def write(http: httpx2.AsyncClient, rng: random.Random, work: Workload, client: int, serial: int) -> list[Record]:
+async def write_request(http: httpx2.AsyncClient, rng: random.Random, work: Workload, client: int,
+                        serial: int) -> tuple[list[Record], Request | None]:
+    """The client's next write in the rotation, and the records of what it took to make it (a patch
+    first reads its base revision: a request of its own); None when that read failed."""
     kind = WRITES[serial % len(WRITES)]
     if kind == "create" and (request := create_request(work, client)) is not None:
-        return [(await send(http, request))[0]]
+        return [], request
     if kind == "feedback" or kind == "create":  # no fresh document left: a feedback instead
-        return [(await send(http, feedback_request(rng, work, client, serial)))[0]]
+        return [], feedback_request(rng, work, client, serial)
     node_id = rng.choice(work.metas).id
     read, response = await send(http, Request("write", "GET article (base)", "GET", f"/v1/nodes/{node_id}/article"))
     if response is None or response.status_code != 200:
-        return [read]
-    base = response.json().get("revision")
-    patched, _ = await send(http, Request("write", "PATCH article", "PATCH", f"/v1/nodes/{node_id}/article",
-                                          body=patch_body(base, client, serial)))
-    return [read, patched]
+        return [read], None
+    return [read], Request("write", "PATCH article", "PATCH", f"/v1/nodes/{node_id}/article",
+                           body=patch_body(response.json().get("revision"), client, serial))
+
+
+async def write(http: httpx2.AsyncClient, rng: random.Random, work: Workload, client: int, serial: int) -> list[Record]:
+    records, request = await write_request(http, rng, work, client, serial)
+    if request is not None:
+        records.append((await send(http, request))[0])
+    return records
 
 
 async def run_client(url: str, work: Workload, client: int, seed: int, deadline: float, token: str | None) -> list[Record]:

@@ -87,30 +87,14 @@ async def client_loop(url: str, work: Workload, client: int, seed: int, deadline
             elif group == "read":
                 request = load_bench.read_request(rng, work)
             else:
-                request = await write_request(http, rng, work, client, writes, records)
+                reads, request = await load_bench.write_request(http, rng, work, client, writes)
+                records += reads
                 writes += 1
             if request is not None:
                 record, response = await load_bench.send(http, request)
                 records.append(record)
                 acks.note(request, response)
     return records
-
-
-async def write_request(http: httpx2.AsyncClient, rng: random.Random, work: Workload, client: int, serial: int,
-                        records: list[Record]) -> Request | None:
-    """load_bench's rotation of writes; a patch first reads its base revision (a request of its own)."""
-    kind = load_bench.WRITES[serial % len(load_bench.WRITES)]
-    if kind == "create" and (created := load_bench.create_request(work, client)) is not None:
-        return created
-    if kind in ("feedback", "create"):
-        return load_bench.feedback_request(rng, work, client, serial)
-    node_id = rng.choice(work.metas).id
-    record, response = await load_bench.send(http, Request("write", "GET article (base)", "GET", f"/v1/nodes/{node_id}/article"))
-    records.append(record)
-    if response is None or response.status_code != 200:
-        return None
-    return Request("write", "PATCH article", "PATCH", f"/v1/nodes/{node_id}/article",
-                   body=load_bench.patch_body(response.json().get("revision"), client, serial))
 
 
 async def bursts(urls: list[str], work: Workload, size: int, every: float, deadline: float, seed: int,

@@ -333,7 +333,7 @@ def build_app(
         """A write under --write-limit: 429 past the allowance, counted in the write's own transaction.
         A mesh whose database may only be read refuses first: hashing the address would make the
         address secret beside the database, in a folder that may not be written."""
-        if getattr(current().store, "read_only", False):
+        if current().store.read_only:
             raise read_only_database()
         client = request.client.host if request is not None and request.client else None
         return await submit(Submission.of(actor, await current().ip_hash(client), write_limit))

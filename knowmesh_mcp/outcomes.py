@@ -26,7 +26,7 @@ from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
 from .publishing import author_of, behavior_hash, require_node_id
 from .reading import choose_answer, scoped_solutions
-from .store import DuplicateRow, NodeRow, StatsRow, Store, Writer, utc_now
+from .store import DuplicateRow, NodeRow, StatsRow, Store, Writer, meta_made_once, utc_now
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,7 @@ class OutcomeReporting:
     async def _shared_secret(self) -> str:
         """A database several servers share: every server must hash an address alike, so the secret
         is made once in the database (under the write lock, so two servers agree)."""
-        secret = await self.store.get_meta("ip_hash_secret")
-        if secret is None:
-            async with self.store.write() as tx:
-                secret = await self.store.get_meta("ip_hash_secret")  # read again under the lock
-                if secret is None:
-                    secret = secrets.token_hex(32)
-                    await tx.set_meta("ip_hash_secret", secret)
-        return secret
+        return await meta_made_once(self.store, "ip_hash_secret", lambda: secrets.token_hex(32))
 
     async def report_outcome(self, report: Any, *, submission: Submission = UNCOUNTED,
                              actor: Actor | None = None) -> dict[str, Any]:

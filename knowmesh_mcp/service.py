@@ -63,7 +63,7 @@ from .search import (
     find,
     similar_nodes,
 )
-from .store import STARTER_CORPUS, NewNode, StatsRow, Store, open_store, store_dir
+from .store import STARTER_CORPUS, NewNode, StatsRow, Store, meta_made_once, open_store, store_dir
 from .syncing import Syncing
 
 MAX_LIST_LIMIT = 100
@@ -147,7 +147,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         store = await open_store(db_path)
         service = cls(store)
         try:
-            if getattr(store, "read_only", False):  # a file this process may only read: serve it as it is
+            if store.read_only:  # a file this process may only read: serve it as it is
                 await service._refuse_a_stale_read_only_index()
                 return service
             await service._reindex_if_analysis_changed(progress)
@@ -178,16 +178,18 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         """A read-only mesh whose search index another version built cannot be rebuilt here, and
         searching it would answer by rules this code no longer has: one line saying what to do.
         (Its starter corpus, if still pending, stays so: the mesh is served as it is.)"""
-        if (await self.store.get_meta("normalizer_version"), await self.store.get_meta("search_index_version")) != \
-                (str(NORMALIZER_VERSION), str(SEARCH_INDEX_VERSION)):
+        if not await self._analysis_is_current():
             raise DatabaseUnusable(self.store.path, f"{self.store.path} is read-only and its search index was built by "
                                    "another version: open it once where it may be written, to rebuild it")
 
+    async def _analysis_is_current(self) -> bool:
+        """Were the stored signature hashes and search index made by this code's analysis?"""
+        return (await self.store.get_meta("normalizer_version"), await self.store.get_meta("search_index_version")) \
+            == (str(NORMALIZER_VERSION), str(SEARCH_INDEX_VERSION))
+
     async def _reindex_if_analysis_changed(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Signature hashes and the search index are derived: rebuild them when their code changed."""
-        normalizer = await self.store.get_meta("normalizer_version")
-        index = await self.store.get_meta("search_index_version")
-        if normalizer == str(NORMALIZER_VERSION) and index == str(SEARCH_INDEX_VERSION):
+        if await self._analysis_is_current():
             return
         documents = [(document["id"], document) async for document, _, _ in self.store.iter_current_documents()]
         pages = [(False, documents[start : start + CHUNK]) for start in range(0, len(documents), CHUNK)]
@@ -209,14 +211,8 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         report synced in under that id made the local user's own report a 409 duplicate_report."""
         if os.environ.get("KNOWMESH_AGENT_ID"):
             return os.environ["KNOWMESH_AGENT_ID"]
-        made = await self.store.get_meta(LOCAL_AGENT_KEY)
-        if made is None:
-            async with self.store.write() as tx:
-                made = await self.store.get_meta(LOCAL_AGENT_KEY)  # again, under the write lock
-                if made is None:
-                    made = f"{getpass.getuser()}-{secrets.token_hex(4)}"
-                    await tx.set_meta(LOCAL_AGENT_KEY, made)
-        return made
+        return await meta_made_once(self.store, LOCAL_AGENT_KEY,
+                                    lambda: f"{getpass.getuser()}-{secrets.token_hex(4)}")
 
     async def local_actor(self, agent: Any) -> Actor:
         """Who a stdio call acts as on a personal mesh: the id it names, else the local agent."""

@@ -95,20 +95,21 @@ def tampering_remote(team: Service, *, feed: Tamper = unchanged, history: Tamper
     return Starlette(routes=[Route("/v1/changes", changes), Route("/v1/nodes/{rest:path}", nodes)])
 
 
-def on_first_revision(change: Callable[[dict[str, Any]], None]) -> Tamper:
+def on_first(items: str, change: Callable[[dict[str, Any]], None]) -> Tamper:
+    """Change the first of an answer's `items` ("revisions", "feedback")."""
     def tamper(body: dict[str, Any]) -> dict[str, Any]:
         body = copy.deepcopy(body)
-        change(body["revisions"][0])
+        change(body[items][0])
         return body
     return tamper
+
+
+def on_first_revision(change: Callable[[dict[str, Any]], None]) -> Tamper:
+    return on_first("revisions", change)
 
 
 def on_first_feedback(change: Callable[[dict[str, Any]], None]) -> Tamper:
-    def tamper(body: dict[str, Any]) -> dict[str, Any]:
-        body = copy.deepcopy(body)
-        change(body["feedback"][0])
-        return body
-    return tamper
+    return on_first("feedback", change)
 
 
 def raw_json(text: str) -> Tamper:

@@ -10,7 +10,7 @@ target.
 
 from pathlib import Path
 
-from .interface import STARTER_CORPUS
+from .interface import STARTER_CORPUS, meta_made_once
 from .rows import (
     CandidateText,
     DuplicateRow,

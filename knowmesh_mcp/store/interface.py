@@ -9,7 +9,7 @@ unique rule that refuses a row raises `rows.DuplicateRow`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -108,6 +108,19 @@ COPIED_TABLES: tuple[CopiedTable, ...] = (
     CopiedTable("moved_revisions", ("revision_id", "conflict_id"), ("revision_id",)),
 )
 _COPIED = {table.name: table for table in COPIED_TABLES}
+
+
+async def meta_made_once(store: Store, key: str, make: Callable[[], str]) -> str:
+    """The meta value `key`, made by `make` and stored the first time it is asked for: read again
+    under the write lock, so two processes (or servers) that ask at once agree on one value."""
+    value = await store.get_meta(key)
+    if value is None:
+        async with store.write() as tx:
+            value = await store.get_meta(key)
+            if value is None:
+                value = make()
+                await tx.set_meta(key, value)
+    return value
 
 
 def copied_table(name: str) -> CopiedTable:
@@ -316,6 +329,7 @@ class Store(Protocol):
     path: str  # where it is: a file, or a PostgreSQL URL (without its password)
     created: bool  # True when this open made the database (the service then seeds it)
     shared: bool  # True when several servers may serve it at once (PostgreSQL): process state is not enough
+    read_only: bool  # a file this process may only read: reads work, every write is `read_only_database`
 
     async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
         """Current answers in `failure_state` in some cluster, most reports first."""

@@ -99,6 +99,7 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
     server of a mesh sees what the database holds."""
 
     shared = True
+    read_only = False  # a role without write rights is refused by PostgreSQL itself, per statement
 
     def __init__(self, url: str, pool: Any, writer_pool: Any, created: bool):
         self.url = url
