@@ -16,7 +16,7 @@ import os
 import secrets
 from pathlib import Path
 
-from .errors import storage_full
+from .errors import read_only_database, storage_full
 
 SECRET_ENV = "KNOWMESH_ADDRESS_SECRET"
 _IN_MEMORY = secrets.token_hex(32)  # an in-memory database's secret lives as long as the process
@@ -32,7 +32,8 @@ def address_secret(db_path: str, *, adopt: str | None = None) -> str:
 
     The file appears whole or not at all: it is written beside its place and linked there, so a
     full disk (507 storage_full) or a crash never leaves an empty file that would key every hash
-    with an empty secret; an empty one an older version left is replaced."""
+    with an empty secret; an empty one an older version left is replaced. In a folder that may only
+    be read, the secret cannot be made: 403 read_only_database, as any write there is."""
     if os.environ.get(SECRET_ENV):
         return os.environ[SECRET_ENV]
     if db_path == ":memory:":
@@ -44,6 +45,9 @@ def address_secret(db_path: str, *, adopt: str | None = None) -> str:
     partial = path.with_name(f"{path.name}.{secrets.token_hex(4)}.partial")
     try:
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        raise _named(error) from None
+    try:
         with os.fdopen(descriptor, "w", encoding="ascii") as handle:
             handle.write((adopt or secrets.token_hex(32)) + "\n")
             handle.flush()
@@ -54,15 +58,22 @@ def address_secret(db_path: str, *, adopt: str | None = None) -> str:
             if not _read_secret(path):  # empty: left by an older version's failed write
                 os.replace(partial, path)
     except OSError as error:
-        if error.errno == errno.ENOSPC:
-            raise storage_full() from None
-        raise
+        raise _named(error) from None
     finally:
         partial.unlink(missing_ok=True)
     made = _read_secret(path)
     if not made:
         raise RuntimeError(f"{path} holds no secret")
     return made
+
+
+def _named(error: OSError) -> Exception:
+    """A full disk and a folder that may only be read are named errors; anything else stays itself."""
+    if error.errno == errno.ENOSPC:
+        return storage_full()
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return read_only_database()
+    return error
 
 
 def _read_secret(path: Path) -> str | None:
