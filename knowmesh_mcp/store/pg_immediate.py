@@ -32,6 +32,9 @@ class ImmediateCursor:
     async def fetchall(self) -> list[tuple[Any, ...]]:
         return list(self._cursor.fetchall())
 
+    async def fetchone(self) -> tuple[Any, ...] | None:
+        return self._cursor.fetchone()  # type: ignore[no-any-return]
+
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._cursor.executemany(sql, rows)
 
