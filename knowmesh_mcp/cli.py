@@ -90,11 +90,23 @@ def tool_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def database_options(*, nested: bool = False) -> argparse.ArgumentParser:
+    """--db and --empty, as a parent of every subcommand that opens a database.
+
+    A command with actions (`token add`, `admin promote`) takes them both before its action and
+    after the action's own arguments: the action's parser has them too, with no default of its own
+    (SUPPRESS), so `token --db team.db add alice` is not undone by the action's default."""
+    options = argparse.ArgumentParser(add_help=False)
+    unset = {"default": argparse.SUPPRESS} if nested else {}
+    options.add_argument("--db", help="database file, or postgresql://... for a team's mesh "
+                                      "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)", **unset)
+    options.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database",
+                         **unset)
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="database file, or postgresql://... for a team's mesh "
-                                     "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)")
-    common.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database")
+    common, nested = database_options(), [database_options(nested=True)]
 
     parser = Parser(
         prog="knowmesh-mcp",
@@ -162,13 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens = commands.add_parser("token", parents=[common], help="agent tokens of this mesh (add, list, revoke)")
     token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
-    token_add = token_commands.add_parser("add", help="make a token bound to AGENT_ID and print it (once)")
+    token_add = token_commands.add_parser("add", parents=nested, help="make a token bound to AGENT_ID and print it (once)")
     token_add.add_argument("agent_id", metavar="AGENT_ID")
     token_add.add_argument("--role", choices=("agent", "maintainer"), default="agent",
                            help="maintainers may also promote, deprecate, merge and close issues")
-    token_list = token_commands.add_parser("list", help="agents with tokens: role, created, last used")
+    token_list = token_commands.add_parser("list", parents=nested, help="agents with tokens: role, created, last used")
     token_list.add_argument("--json", action="store_true", help="print the list as JSON")
-    token_revoke = token_commands.add_parser("revoke", help="revoke every live token of AGENT_ID (with --id, one)")
+    token_revoke = token_commands.add_parser("revoke", parents=nested, help="revoke every live token of AGENT_ID (with --id, one)")
     token_revoke.add_argument("agent_id", metavar="AGENT_ID")
     token_revoke.add_argument("--id", dest="token_id", metavar="ID", help="only this token (its ID in `token list`)")
 
@@ -184,22 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     for name, status, what in (("promote", "verified", "promote a node to verified"),
                                ("draft", "draft", "set a node back to draft"),
                                ("deprecate", "deprecated", "deprecate a node: it leaves lists and search, stays readable")):
-        action = actions.add_parser(name, help=what)
+        action = actions.add_parser(name, parents=nested, help=what)
         action.add_argument("id", metavar="NODE_ID")
         action.add_argument("--note", help="why, for the audit log")
         action.set_defaults(status=status)
-    merge = actions.add_parser("merge", help="confirm a flagged dedupe pair as one node (the other answers 301)")
+    merge = actions.add_parser("merge", parents=nested, help="confirm a flagged dedupe pair as one node (the other answers 301)")
     merge.add_argument("task_id", metavar="TASK_ID")
     merge.add_argument("--canonical", help="the node to keep (default: the one the votes agreed on)")
     merge.add_argument("--note", help="why, for the audit log")
     for name, status, what in (("close-issue", "closed", "close a service issue as fixed"),
                                ("discard-issue", "discarded", "discard a service issue as not accepted")):
-        action = actions.add_parser(name, help=what)
+        action = actions.add_parser(name, parents=nested, help=what)
         action.add_argument("number", metavar="NUMBER")
         action.add_argument("--note", required=True, help="what was done, for the people who filed it")
         action.set_defaults(status=status)
-    actions.add_parser("flagged", help="list dedupe pairs flagged for a merge")
-    audit = actions.add_parser("audit", help="print the audit log of maintainer actions")
+    actions.add_parser("flagged", parents=nested, help="list dedupe pairs flagged for a merge")
+    audit = actions.add_parser("audit", parents=nested, help="print the audit log of maintainer actions")
     audit.add_argument("--target", help="only this node id or issue number")
     return parser
 

@@ -6,6 +6,8 @@ left aiosqlite's (non-daemon) worker thread running and the process never exited
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import os
 import socket
@@ -15,10 +17,12 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from knowmesh_mcp import cli
 from knowmesh_mcp.store import sqlite as store_module
 from knowmesh_mcp.errors import DatabaseUnusable, KnowmeshError
 from knowmesh_mcp.store import Store
@@ -287,3 +291,135 @@ async def test_store_open_never_leaks_a_connection_on_any_failure(tmp_path, monk
     with pytest.raises(expected):
         await Store.open(tmp_path / "k.db")
     assert new_threads(before) == []
+
+
+# -- --db and --empty before or after a command's own arguments (issue 49) ----------------------
+
+def command_paths(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every runnable command of the parser, walked through its subparsers: ("search",), ("token", "add"), ..."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        yield path, parser
+    for action in actions:
+        for name, subparser in action.choices.items():
+            yield from command_paths(subparser, (*path, name))
+
+
+PATHS = {path: parser for path, parser in command_paths(cli.build_parser())}
+# What a command needs beside --db to get as far as opening the database (a command not named here
+# is run with no arguments of its own; a new command that needs some fails below until given them).
+ARGUMENTS: dict[tuple[str, ...], list[str]] = {
+    ("serve",): ["--stdio"],
+    ("search",): ["ModuleNotFoundError: No module named 'requests'"],
+    ("read",): ["python/no-such-node"],
+    ("import",): ["{documents}"],
+    ("sync",): ["--from", "http://127.0.0.1:9"],
+    ("token", "add"): ["alice", "--role", "maintainer"],
+    ("token", "revoke"): ["alice"],
+    ("admin", "promote"): ["python/no-such-node", "--note", "n"],
+    ("admin", "draft"): ["python/no-such-node"],
+    ("admin", "deprecate"): ["python/no-such-node"],
+    ("admin", "merge"): ["1"],
+    ("admin", "close-issue"): ["1", "--note", "fixed"],
+    ("admin", "discard-issue"): ["1", "--note", "no"],
+    ("admin", "audit"): ["--target", "python/x"],
+}
+# Commands that open no database of --db: copy names both of its databases (--from, --to).
+NO_DATABASE = {("copy",)}
+DATABASE_PATHS = sorted(set(PATHS) - NO_DATABASE)
+
+
+def placements(path: tuple[str, ...], own: list[str], db: str) -> dict[str, list[str]]:
+    """The command line of `path` with --db and --empty at each place a user may put them."""
+    db_opts, head, rest = ["--db", db, "--empty"], [path[0]], list(path[1:])
+    lines = {
+        "after-command": [*head, *db_opts, *rest, *own],
+        "at-end": [*path, *own, *db_opts],
+    }
+    if rest:  # a command with actions: also between the action and its arguments, and split across both levels
+        lines["after-action"] = [*path, *db_opts, *own]
+        lines["db-before-empty-after"] = [*head, "--db", db, *rest, *own, "--empty"]
+        lines["empty-before-db-after"] = [*head, "--empty", *rest, *own, "--db", db]
+    return lines
+
+
+def test_the_walk_finds_every_command_and_nested_action():
+    assert {("search",), ("serve",), ("copy",), ("token", "add"), ("token", "list"), ("token", "revoke"),
+            ("admin", "promote"), ("admin", "merge"), ("admin", "audit")} <= set(PATHS)
+    assert not any(len(path) == 1 and path[0] in {"token", "admin"} for path in PATHS)  # their actions are walked
+    assert set(ARGUMENTS) <= set(PATHS), "ARGUMENTS names a command that no longer exists"
+
+
+@pytest.mark.parametrize("path", DATABASE_PATHS, ids=" ".join)
+def test_db_and_empty_parse_the_same_wherever_they_are_placed(path):
+    own = [a.replace("{documents}", "docs.jsonl") for a in ARGUMENTS.get(path, [])]
+    parsed = {}
+    for where, argv in placements(path, own, "/tmp/team.db").items():
+        try:
+            parsed[where] = vars(cli.build_parser().parse_args(argv))
+        except SystemExit:
+            pytest.fail(f"{' '.join(path)}: the command line {argv} is refused ({where}); "
+                        "a new command needing arguments gets them in ARGUMENTS")
+        assert (parsed[where]["db"], parsed[where]["empty"]) == ("/tmp/team.db", True), (where, argv)
+    first = next(iter(parsed.values()))
+    assert all(namespace == first for namespace in parsed.values()), parsed
+
+
+def test_nested_defaults_do_not_overwrite_an_outer_value():
+    for argv in (["token", "--db", "a.db", "list"], ["admin", "--db", "a.db", "--empty", "flagged"]):
+        args = cli.build_parser().parse_args(argv)
+        assert args.db == "a.db", argv
+    assert cli.build_parser().parse_args(["token", "--empty", "list"]).empty is True
+    plain = cli.build_parser().parse_args(["token", "list"])
+    assert (plain.db, plain.empty) == (None, False)
+
+
+def starter_state(db: Path) -> str | None:
+    connection = sqlite3.connect(db)
+    try:
+        row = connection.execute("SELECT value FROM meta WHERE key = 'starter_corpus'").fetchone()
+    finally:
+        connection.close()
+    return row[0] if row else None
+
+
+async def made_with_starter_pending(db: Path) -> None:
+    """A new knowmesh database whose starter corpus no command has loaded or declined yet."""
+    from knowmesh_mcp.service import Service
+
+    service = await Service.open(db, seed=None)
+    await service.close()
+
+
+class ServedNothing:
+    """Stands in for the MCP server of `serve --stdio`: the database is opened for real, nothing is served."""
+
+    async def run_stdio_async(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("path", DATABASE_PATHS, ids=" ".join)
+def test_db_and_empty_reach_the_database_wherever_they_are_placed(tmp_path, monkeypatch, path):
+    """Each placement runs the real command (`cli.main`) on a real SQLite file made beforehand with its
+    starter corpus pending: only a command that opened that file, with --empty, leaves it "declined".
+    The default location (under a private HOME) is never made."""
+    import knowmesh_mcp.mcp_server
+
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in [n for n in os.environ if n.startswith("KNOWMESH_") or n == "XDG_DATA_HOME"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(knowmesh_mcp.mcp_server, "build_mcp_server", lambda *args, **kwargs: ServedNothing())
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text('{"id": "python/x"}\n', encoding="utf-8")
+    own = [a.replace("{documents}", str(documents)) for a in ARGUMENTS.get(path, [])]
+    codes = {}
+    for where, _ in placements(path, own, "").items():
+        db = tmp_path / f"{where}.db"
+        asyncio.run(made_with_starter_pending(db))
+        assert starter_state(db) == "pending"
+        codes[where] = cli.main(placements(path, own, str(db))[where])
+        assert starter_state(db) == "declined", f"{' '.join(path)} ({where}): --db or --empty did not reach the database"
+    assert not (home / ".local").exists(), "the default database was made"
+    assert len(set(codes.values())) == 1, codes  # the same outcome wherever the options stand
