@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from . import wire
 from .errors import KnowmeshError, bad_parameter
 from .outcomes import Submission, dedupe_markdown, review_markdown
 from .http_auth import actor_of, auth_middleware, bearer
@@ -38,7 +39,6 @@ log = logging.getLogger("knowmesh.http")
 MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
 # POST /v1/search carries up to 1 MiB of pasted output, which JSON escaping can grow.
 SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
-SEARCH_FIELDS = {"q": str, "env": str, "ecosystem": str, "limit": int, "fields": str}
 TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
 EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
 
@@ -71,16 +71,29 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
 
 
 def search_body(payload: Any) -> dict[str, Any]:
-    """The fields of a POST /v1/search body (those of the GET), each checked for its type."""
+    """A POST /v1/search body: the GET's fields (`wire.SearchQuery`), parsed with its model."""
     if not isinstance(payload, dict):
         raise KnowmeshError(400, "invalid_json", "the body must be a JSON object such as {\"q\": \"<the error>\"}")
-    for name, value in payload.items():
-        if name not in SEARCH_FIELDS:
-            raise bad_parameter(name, f"unknown field {name!r}; a search takes {', '.join(SEARCH_FIELDS)}")
-        wanted = SEARCH_FIELDS[name]
-        if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
-            raise bad_parameter(name, f"{name} must be {'an integer' if wanted is int else 'a string'}")
-    return payload
+    for name in payload:
+        if name not in wire.SearchQuery.model_fields:
+            raise bad_parameter(name, f"unknown field {name!r}; a search takes {', '.join(wire.SearchQuery.model_fields)}")
+    for name, value in payload.items():  # JSON types as they are: "5" is no integer in a body
+        if isinstance(value, bool) or (name == "limit" and value is not None and not isinstance(value, int)):
+            raise bad_parameter(name, f"{name} must be {'an integer' if name == 'limit' else 'a string'}")
+    parsed = wire.parse(wire.SearchQuery, payload)
+    return {name: getattr(parsed, name) for name in payload} if parsed is not None else payload
+
+
+async def wire_body(request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None,
+                    shape: str | None = None) -> tuple[Any, list[str]]:
+    """A write's JSON body parsed with its `wire` model (a value past a bound: 400 `code` naming the
+    field), its old field names (`shape` of `wire.DEPRECATED_NAMES`) renamed; and the notes on them."""
+    payload = await read_json(request)
+    notes: list[str] = []
+    if shape is not None and isinstance(payload, dict):
+        payload, notes = wire.renamed(shape, payload)
+    wire.parse(model, payload, code=code, codes=codes)
+    return payload, notes
 
 
 async def json_object(request: Request) -> dict[str, Any]:
@@ -247,13 +260,16 @@ def build_app(
         )
         return JSONResponse(body, headers=TRUST_HEADER)
 
-    async def edit_body(request: Request, node: str) -> tuple[str, dict[str, Any]]:
+    async def edit_body(request: Request, node: str, model: type[Any],
+                        codes: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
         node_id = require_node_id(node)
         writable()
-        return node_id, await json_object(request)
+        payload = await json_object(request)
+        wire.parse(model, payload, codes=codes)
+        return node_id, payload
 
     async def patch_article(request: Request, node: str) -> Response:
-        node_id, payload = await edit_body(request, node)
+        node_id, payload = await edit_body(request, node, wire.ArticlePatch, codes={"ops": "invalid_op"})
         result = await current().patch_article(
             node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
             agent=payload.get("agent"), summary=payload.get("summary"), actor=actor_of(request, payload.get("agent"), auth),
@@ -261,7 +277,7 @@ def build_app(
         return JSONResponse(result, headers=TRUST_HEADER)
 
     async def revise_article(request: Request, node: str) -> Response:
-        node_id, payload = await edit_body(request, node)
+        node_id, payload = await edit_body(request, node, wire.ArticleRevision, codes={"article": "invalid_node"})
         result = await current().revise_article(
             node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
             agent=payload.get("agent"), summary=payload.get("summary"), actor=actor_of(request, payload.get("agent"), auth),
@@ -278,15 +294,17 @@ def build_app(
     async def report_failed_attempt(request: Request, node: str) -> Response:
         node_id = require_node_id(node)
         writable()
-        payload = await read_json(request)
+        payload, notes = await wire_body(request, wire.FailedAttempt, code="invalid_failure", shape="failures")
+        if isinstance(payload, dict) and "env" in payload:  # the service's name, either form of the value
+            payload = {**payload, "environment": wire.env_object(payload.pop("env"))}
         actor = actor_of(request, agent_field(payload), auth)
         accepted = await submission(request, actor,
                                     lambda counted: current().report_failed_attempt(node_id, payload, submission=counted, actor=actor))
-        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+        return JSONResponse({**accepted, **wire.deprecation(notes)}, status_code=202, headers=TRUST_HEADER)
 
     async def set_status(request: Request, node: str) -> Response:
         """Maintainers: POST {status: verified|draft|deprecated, note}."""
-        node_id, payload = await edit_body(request, node)
+        node_id, payload = await edit_body(request, node, wire.StatusChange)
         result = await current().set_status(node_id, payload.get("status"), note=payload.get("note"),
                                             actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(result, headers=TRUST_HEADER)
@@ -339,6 +357,7 @@ def build_app(
         bearer is the agent's own token (a mesh with auth on)."""
         writable()
         payload = await json_object(request)
+        wire.parse(wire.Undo, payload)
         actor = actor_of(request, payload.get("agent"), auth)
         undo_token = payload.get("undo_token") or (None if actor.proof == "token" else bearer(request))
         result = await current().undo_edit(
@@ -349,15 +368,18 @@ def build_app(
 
     async def feedback(request: Request) -> Response:
         writable()
-        payload = await read_json(request)
+        payload, notes = await wire_body(request, wire.Feedback, code="invalid_feedback", codes={"outcome": "invalid_outcome"},
+                                         shape="feedback")
+        if isinstance(payload, dict):  # the service's names: node, and env as an object
+            payload = {**payload, **({"node": payload.pop("id")} if "id" in payload else {}),
+                       **({"env": wire.env_object(payload["env"])} if isinstance(payload.get("env"), str) else {})}
         actor = actor_of(request, agent_field(payload), auth)
         accepted = await submission(request, actor, lambda counted: current().report_outcome(payload, submission=counted, actor=actor))
-        return JSONResponse(accepted, status_code=202, headers=TRUST_HEADER)
+        return JSONResponse({**accepted, **wire.deprecation(notes)}, status_code=202, headers=TRUST_HEADER)
 
     async def review_page_of(request: Request) -> dict[str, Any]:
         """One page of the review queue: ?limit=, ?offset= (next_offset of the previous page), ?reason=."""
-        return await current().review_queue(limit=int_param(request, "limit"), offset=int_param(request, "offset"),
-                                            reason=request.query_params.get("reason") or None)
+        return await current().review_queue(**wire.query(wire.ReviewQuery, request.query_params))
 
     async def review(request: Request) -> Response:
         return JSONResponse(await review_page_of(request), headers=TRUST_HEADER)
@@ -368,13 +390,13 @@ def build_app(
 
     async def dedupe_tasks(request: Request) -> Response:
         writable()
-        payload = await read_json(request)
+        payload, _ = await wire_body(request, wire.DedupeTask, code="invalid_dedupe")
         opened = await current().open_dedupe_task(payload, actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(opened, status_code=202, headers=TRUST_HEADER)
 
     async def dedupe_vote(request: Request) -> Response:
         writable()
-        payload = await read_json(request)
+        payload, _ = await wire_body(request, wire.DedupeVote, code="invalid_dedupe")
         result = await current().vote_dedupe(request.path_params["task_id"], payload,
                                              actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(result, headers=TRUST_HEADER)
@@ -391,6 +413,7 @@ def build_app(
         """Maintainers: POST {canonical_id?, note} confirms a flagged pair as one node."""
         writable()
         payload = await json_object(request)
+        wire.parse(wire.MergeConfirmation, payload)
         result = await current().confirm_merge(request.path_params["task_id"], canonical_id=payload.get("canonical_id"),
                                                note=payload.get("note"), actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(result, headers=TRUST_HEADER)
@@ -399,6 +422,7 @@ def build_app(
         """Maintainers: POST {status: closed|discarded, note}."""
         writable()
         payload = await json_object(request)
+        wire.parse(wire.IssueResolution, payload)
         result = await current().resolve_issue(request.path_params["number"], payload.get("status"),
                                                note=payload.get("note"), actor=actor_of(request, agent_field(payload), auth))
         return JSONResponse(result, headers=TRUST_HEADER)
@@ -425,7 +449,7 @@ def build_app(
 
     async def issues_post(request: Request) -> Response:
         writable()
-        payload = await read_json(request)
+        payload, _ = await wire_body(request, wire.Issue, code="invalid_issue")
         actor = actor_of(request, agent_field(payload), auth)
         filed = await submission(request, actor, lambda counted: current().file_issue(payload, submission=counted, actor=actor))
         filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
@@ -433,15 +457,15 @@ def build_app(
 
     async def search(request: Request) -> Response:
         params = request.query_params
-        envelope = await current().search(
-            params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"), limit=int_param(request, "limit")
-        )
+        wanted = wire.query(wire.SearchQuery, params)
+        envelope = await current().search(params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"),
+                                          limit=wanted.get("limit"))
         return JSONResponse(envelope, headers=TRUST_HEADER)
 
     async def search_post(request: Request) -> Response:
         """POST /v1/search: the GET's fields as a JSON body, for pasted output too long for a URL."""
         body = search_body(await read_json(request, SEARCH_BODY_BYTES))
-        envelope = await current().search(body.get("q"), env=body.get("env"), ecosystem=body.get("ecosystem"),
+        envelope = await current().search(body.get("q"), env=wire.env_text(body.get("env")), ecosystem=body.get("ecosystem"),
                                           limit=body.get("limit"))
         return JSONResponse(envelope, headers=TRUST_HEADER)
 

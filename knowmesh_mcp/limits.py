@@ -20,6 +20,18 @@ MAX_ITEMS = 100  # items of any list inside a node document (fix steps, aliases,
 MAX_DOCUMENT_CHARS = 200_000  # a node document's canonical JSON
 MAX_CONFLICTS = 5  # overlapping answer pairs a 409 lists
 
+# Limits of the wire shapes (`wire` states them in every schema; the service enforces them).
+MAX_RESULTS = 20  # search results (protocol: "limit defaults to 5, maximum 20"); more is refused, not cut
+DEFAULT_RESULTS = 5
+MAX_NOTE = 4000  # an outcome report's note and reason, characters
+MAX_TEXT = 4000  # a failed attempt's summary, reason and each step, characters
+MAX_STEPS = 50  # steps of a failed attempt
+MAX_REVIEW_LIMIT = 200  # review items per page (protocol: "?limit= (1-200, default 50)")
+DEFAULT_REVIEW_LIMIT = 50
+MIN_BUDGET = 1024  # the smallest max_bytes of a bounded MCP result
+MAX_BUDGET = 1_000_000
+DEFAULT_BUDGET = 8192  # max_bytes of an MCP search, read and review queue
+
 
 def json_problem(value: Any) -> tuple[str, str] | None:
     """(JSON Pointer, what is wrong) of the first part of `value` outside the bounds, or None.

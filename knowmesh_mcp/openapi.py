@@ -1,11 +1,11 @@
 """`GET /v1/openapi.json`: the HTTP surface as an OpenAPI 3.1 document.
 
 One table, `OPERATIONS`, names every route, method and status; the request schemas come from
-`bodies` (and `model.NodeDocument`), the response schemas from `results`, the same models the
+`wire` (and `model.NodeDocument`), the response schemas from `results`, the same models the
 MCP tools' `outputSchema` is made of. Schemathesis fuzzes a running server against this document
 in CI, so a route or status missing here is a test failure, not a stale page.
 
-Depends on pydantic, `bodies`, `results` and `model` only.
+Depends on pydantic, `wire`, `results` and `model` only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import bodies, results
+from . import results, wire
 from .limits import MAX_INT
 from .model import SEGMENT
 from .reading import FIELD_SECTIONS
@@ -39,10 +39,13 @@ class Param:
     integer: bool = False
     pattern: str | None = None
     example: Any = None
+    schema: tuple[tuple[str, Any], ...] = ()  # a `wire` model's schema of the parameter (`model_params`)
 
     def to_openapi(self) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": -MAX_INT - 1, "maximum": MAX_INT} if self.integer \
             else {"type": "string"}
+        if self.schema:
+            schema = dict(self.schema)
         if self.pattern:
             schema["pattern"] = self.pattern
         param = {"name": self.name, "in": self.where, "required": self.where == "path",
@@ -76,6 +79,25 @@ class Operation:
         return "_".join([self.method.lower(), *words])
 
 
+def query_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter's schema from its field's in a `wire` model: what a URL can carry (an
+    optional field's null branch and an object form left out)."""
+    branches = [branch for branch in schema.get("anyOf", [schema])
+                if branch.get("type") not in ("null", "object") and "$ref" not in branch]
+    inner = branches[0] if len(branches) == 1 else {"type": "string"}
+    if "anyOf" in inner:
+        return query_schema(inner)
+    return {key: value for key, value in inner.items() if key not in ("title", "description", "default")}
+
+
+def model_params(model: type[BaseModel], descriptions: dict[str, str]) -> tuple[Param, ...]:
+    """The query parameters a route parses with `model` (`wire.query`), each with its bounds."""
+    properties = model.model_json_schema()["properties"]
+    return tuple(Param(name, descriptions.get(name) or properties[name].get("description", name),
+                       schema=tuple(query_schema(properties[name]).items()))
+                 for name in model.model_fields)
+
+
 ECOSYSTEM = Param("ecosystem", "The node's ecosystem, e.g. python", "path", pattern=f"^{SEGMENT}$", example=EXAMPLE_ECOSYSTEM)
 SLUG = Param("slug", "The node's slug inside its ecosystem", "path", pattern=f"^{SEGMENT}$", example=EXAMPLE_SLUG)
 NODE = (ECOSYSTEM, SLUG)
@@ -87,15 +109,13 @@ READ = (
     Param("fields", "Comma-separated sections to keep, of " + ", ".join(FIELD_SECTIONS) + " (article: the document to edit)"),
     Param("include", "alternatives, archived_failures (comma-separated)"),
 )
-SEARCH = (
-    Param("q", "The raw error line or pasted tool output, or a description in words"),
-    Param("env", "Your environment string"),
-    Param("ecosystem", "Rank this ecosystem first (never filters)"),
-    LIMIT,
-    Param("fields", "Comma-separated result keys to keep"),
-)
-REVIEW = (LIMIT, Param("offset", "Items to skip: next_offset of the previous page", integer=True),
-          Param("reason", "Only this reason's items, e.g. unsolved"))
+SEARCH = model_params(wire.SearchQuery, {
+    "q": "The raw error line or pasted tool output, or a description in words",
+    "env": "Your environment string, e.g. macos-15,python-3.12,pip",
+    "ecosystem": "Rank this ecosystem first (never filters)",
+    "limit": f"How many results (default {wire.DEFAULT_RESULTS}, at most {wire.MAX_RESULTS})",
+})
+REVIEW = model_params(wire.ReviewQuery, {})
 READ_HEADERS = ("ETag", "Cache-Control", "X-Knowmesh-Article-Revision", "X-Knowmesh-Node-Version", "X-Knowmesh-Has-Answer")
 # A write is refused on a read-only server or cross-site (403), for its size (413), its media
 # type (415) or the write limit (429); every write can also meet a malformed body (400), another
@@ -108,12 +128,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/search", "Search with a raw error and your environment", results.SearchEnvelope,
               params=SEARCH, tool="search"),
     Operation("POST", "/v1/search", "Search with pasted output too long for a URL", results.SearchEnvelope,
-              body=bodies.SearchBody, errors=(400, 413, 415), tool="search"),
+              body=wire.SearchBody, errors=(400, 413, 415), tool="search"),
     Operation("GET", "/v1/nodes", "List nodes, optionally of one ecosystem", results.NodeList,
               params=(Param("ecosystem", "Only this ecosystem"), Param("fields", "Keys to keep"), LIMIT,
                       Param("cursor", "next_cursor of the previous page"))),
     Operation("POST", "/v1/nodes", "Publish a new node (an open problem when solutions is [])", results.CreatedNode,
-              status=201, body=bodies.NewNode, errors=(*WRITE, 409), tool="create_node"),
+              status=201, body=wire.NewNode, errors=(*WRITE, 409), tool="create_node"),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}", "Read a node: its one answer for your environment",
               results.ArticleView, params=(*NODE, *READ), errors=(301, 304, 400, 404), headers=READ_HEADERS, tool="read_article",
               links=(("pinned", "get_v1_nodes_ecosystem_slug_versions_version", SAME_NODE + (("version", "$response.body#/version"),)),
@@ -129,9 +149,9 @@ OPERATIONS: tuple[Operation, ...] = (
               results.EditableArticle, params=(*NODE, Param("include", "archived_failures, alternatives")),
               errors=(301, 304, 400, 404), headers=READ_HEADERS),
     Operation("POST", "/v1/nodes/{ecosystem}/{slug}/status", "Maintainers: promote to verified, back to draft, or deprecate",
-              results.StatusChanged, body=bodies.StatusChange, params=NODE, errors=MAINTAIN),
+              results.StatusChanged, body=wire.StatusChange, params=NODE, errors=MAINTAIN),
     Operation("PATCH", "/v1/nodes/{ecosystem}/{slug}/article", "Edit the article with set/remove operations",
-              results.PublishedEdit, body=bodies.ArticlePatch, params=NODE, errors=NODE_WRITE, tool="patch_article",
+              results.PublishedEdit, body=wire.ArticlePatch, params=NODE, errors=NODE_WRITE, tool="patch_article",
               links=(("undo", "post_v1_article_revisions_revision_id_undo", (("revision_id", "$response.body#/revision_id"),)),)),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}/article/revisions", "Every revision, or the diff between two",
               results.ArticleHistory,
@@ -140,11 +160,11 @@ OPERATIONS: tuple[Operation, ...] = (
                       Param("after", "Only revisions after this number", integer=True), Param("include", "changes")),
               errors=(400, 404), tool="article_history"),
     Operation("POST", "/v1/nodes/{ecosystem}/{slug}/article/revisions", "Replace the whole article",
-              results.PublishedEdit, body=bodies.ArticleRevision, params=NODE, errors=NODE_WRITE, tool="revise_article"),
+              results.PublishedEdit, body=wire.ArticleRevision, params=NODE, errors=NODE_WRITE, tool="revise_article"),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}/failures", "Failed approaches and failure reports, archived ones too",
               results.FailureList, params=NODE, errors=(400, 404)),
     Operation("POST", "/v1/nodes/{ecosystem}/{slug}/failures", "Share an approach that did not work",
-              results.FailedAttemptReceipt, status=202, body=bodies.FailedAttempt, params=NODE, errors=NODE_WRITE,
+              results.FailedAttemptReceipt, status=202, body=wire.FailedAttempt, params=NODE, errors=NODE_WRITE,
               tool="report_failed_attempt"),
     Operation("GET", "/v1/nodes/{ecosystem}/{slug}/feedback", "Outcome reports on the node's answers",
               results.FeedbackList, params=(*NODE, Param("after", "next_after of the previous page", integer=True), LIMIT),
@@ -152,12 +172,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/nodes/{ecosystem}/{slug}/solutions", "Gone: add answers with PATCH .../article",
               results.ErrorBody, status=410, params=NODE, errors=(403, 415)),
     Operation("POST", "/v1/article-revisions/{revision_id}/undo", "Undo your edit with its one-time token",
-              results.PublishedEdit, body=bodies.Undo,
+              results.PublishedEdit, body=wire.Undo,
               params=(Param("revision_id", "The edit's revision_id", "path"),
                       Param("authorization", "Bearer <undo_token>", "header")),
               errors=(*WRITE, 401, 404, 409), tool="undo_edit"),
     Operation("POST", "/v1/feedback", "Report what happened when you ran an answer", results.FeedbackReceipt,
-              status=202, body=bodies.Feedback, errors=(*WRITE, 404, 409), tool="report_outcome"),
+              status=202, body=wire.Feedback, errors=(*WRITE, 404, 409), tool="report_outcome"),
     Operation("GET", "/v1/review", "Answers that need attention, highest priority first, with the queue's total",
               results.ReviewQueue, params=REVIEW, tool="review_queue"),
     Operation("GET", "/review.md", "The review queue as Markdown", media=MARKDOWN, params=REVIEW),
@@ -168,21 +188,21 @@ OPERATIONS: tuple[Operation, ...] = (
               params=(Param("since", "next_cursor of the previous page"), LIMIT),
               headers=("X-Knowmesh-Next-Cursor", "X-Knowmesh-Has-More")),
     Operation("POST", "/v1/dedupe/tasks", "Queue two nodes that may be one problem", results.DedupeTaskReceipt,
-              status=202, body=bodies.DedupeTask, errors=(*WRITE, 404),
+              status=202, body=wire.DedupeTask, errors=(*WRITE, 404),
               links=(("vote", "post_v1_dedupe_tasks_task_id_votes", (("task_id", "$response.body#/task_id"),)),)),
     Operation("POST", "/v1/dedupe/tasks/{task_id}/votes", "Vote same or different on a dedupe task",
-              results.DedupeVoteResult, body=bodies.DedupeVote,
+              results.DedupeVoteResult, body=wire.DedupeVote,
               params=(Param("task_id", "The task number", "path", integer=True),), errors=(*WRITE, 404, 409)),
     Operation("GET", "/v1/dedupe/tasks", "Dedupe tasks: open (agents vote) or flagged (maintainers merge)",
               results.DedupeQueue, params=(Param("status", "open (default) or flagged"), LIMIT)),
     Operation("POST", "/v1/dedupe/tasks/{task_id}/merge", "Maintainers: confirm a flagged pair as one node (301 after)",
-              results.MergeConfirmed, body=bodies.MergeConfirmation,
+              results.MergeConfirmed, body=wire.MergeConfirmation,
               params=(Param("task_id", "The task number", "path", integer=True),), errors=MAINTAIN),
     Operation("GET", "/dedupe.md", "Open dedupe tasks as Markdown", media=MARKDOWN, errors=()),
     Operation("POST", "/v1/issues", "Report a problem with the service itself", results.IssueReceipt,
-              status=202, body=bodies.Issue, errors=WRITE),
+              status=202, body=wire.Issue, errors=WRITE),
     Operation("POST", "/v1/issues/{number}/status", "Maintainers: close (fixed) or discard (not accepted) an issue",
-              results.IssueResolved, body=bodies.IssueResolution,
+              results.IssueResolved, body=wire.IssueResolution,
               params=(Param("number", "The issue number", "path", integer=True),), errors=MAINTAIN),
     Operation("GET", "/v1/audit", "Every maintainer action, oldest first", results.AuditLog,
               params=(Param("target", "Only this node id or issue number"),

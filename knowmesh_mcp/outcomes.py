@@ -20,7 +20,7 @@ from . import markdown, next_steps
 from .environment import Environment, env_from_mapping, scope_matches, solution_scope
 from .errors import KnowmeshError, bad_parameter, not_found
 from .addresses import SECRET_ENV, address_hash, address_secret
-from .limits import to_int
+from .limits import DEFAULT_REVIEW_LIMIT, MAX_NOTE, MAX_REVIEW_LIMIT, MAX_STEPS, MAX_TEXT, to_int
 from .evidence import OUTCOMES, Evidence, node_stats
 from .model import canonical_json
 from .identity import PROVEN, Actor, acting, agent_object
@@ -120,6 +120,9 @@ class OutcomeReporting:
         if outcome in ("failed", "env_mismatch") and not (environment.os or environment.runtimes or environment.pkg_manager):
             raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
         note = report.get("note") if isinstance(report.get("note"), str) else None
+        for name, text in (("note", note), ("reason", reason)):
+            if text is not None and len(text) > MAX_NOTE:
+                raise bad_parameter(name, f"{name} must be at most {MAX_NOTE} characters", code="invalid_feedback")
         async with self.store.write() as tx:
             await submission.charge(tx)
             current_revision, document, known = await node_answers(tx, node_id)
@@ -234,8 +237,6 @@ def current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]
     return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
 
 
-MAX_STEPS = 50
-MAX_TEXT = 4000
 
 
 class FailedAttempts:
@@ -335,8 +336,6 @@ REVIEW_MEANINGS = {
     "stale": "never verified, or verified more than a year ago",
     "needs_second_verification": "draft answer older than a day with fewer than two independent solved",
 }
-MAX_REVIEW_LIMIT = 200
-DEFAULT_REVIEW_LIMIT = 50
 # Findings read per reason to count the whole queue; past it `total` is a lower bound (`total_exact` false).
 REVIEW_SCAN = 10_000
 

@@ -22,6 +22,7 @@ from .environment import (
     solution_scope,
 )
 from .errors import KnowmeshError, bad_parameter
+from .limits import MIN_BUDGET
 from .evidence import Evidence, best_answer_state, stats_view
 from .markdown import render_article
 
@@ -304,7 +305,6 @@ BUDGET_CUTS: tuple[tuple[str, ...], ...] = (
     ("content", "context"),
     ("content", "root_cause"),
 )
-MIN_BUDGET = 1024
 
 
 def _size(body: dict[str, Any]) -> int:
@@ -405,6 +405,32 @@ def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, 
             del result[key]
     cut.append("results/*: all but id, title, score, match and path (read the answer with read_article)")
     return envelope
+
+
+def fit_review_to_budget(queue: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """Bound a page of the review queue as a search is bounded: whole items are dropped from the
+    end (the page then ends sooner: `next_offset` is where the first dropped item is), then the
+    last item's ready calls; `truncated` says what was cut. The queue passed in is never changed."""
+    whole, size = _whole(queue)
+    if size <= max_bytes:
+        return whole
+    cut: list[str] = []
+    items = list(queue.get("items", []))
+    queue = {**queue, "items": items, "truncated": cut}
+    total = len(items)
+    if len(items) > 1:
+        cut.append("")
+        while len(items) > 1 and _size(queue) > max_bytes:
+            items.pop()
+            cut[-1] = f"items after #{len(items)} ({total - len(items)} more: ask again from next_offset)"
+        queue["next_offset"] = queue.get("offset", 0) + len(items)
+    for index, item in enumerate(items):
+        if _size(queue) <= max_bytes:
+            break
+        if "next" in item:
+            items[index] = {key: value for key, value in item.items() if key != "next"}
+            cut.append(f"items/{index}/next (read the node with read_article)")
+    return queue
 
 
 def _shorten_until_it_fits(body: dict[str, Any], max_bytes: int, cut: list[str]) -> bool:

@@ -55,7 +55,7 @@ from .reading import (
     parse_list,
     search_result,
 )
-from .limits import json_problem, to_int
+from .limits import DEFAULT_RESULTS as DEFAULT_SEARCH_LIMIT, MAX_RESULTS as MAX_SEARCH_LIMIT, json_problem, to_int
 from .ranking import LIKELY, Candidate, min_score, rescore
 from .search import (
     SEARCH_INDEX_VERSION,
@@ -68,9 +68,7 @@ from .syncing import Syncing
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
-DEFAULT_SEARCH_LIMIT = 5
 LONG_QUERY = 65_536  # characters of a query read in a worker thread
-MAX_SEARCH_LIMIT = 20
 MAX_ECOSYSTEM_IN_ID = MAX_ID_LENGTH - 1 - next_steps.GUIDANCE_SLUG_CHARS  # the guidance's id: ecosystem, '/', slug
 # Words in a query or environment that name an ecosystem, for the guidance of an empty search.
 ECOSYSTEM_HINTS = (
@@ -401,7 +399,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             limit = DEFAULT_SEARCH_LIMIT
         if limit < 1:
             raise bad_parameter("limit", "limit must be a positive integer")
-        limit = min(limit, MAX_SEARCH_LIMIT)
+        limit = min(limit, MAX_SEARCH_LIMIT)  # in-process callers; the wire (`wire.SearchQuery`) refuses more
         machine = parse_env(env) if env and env.strip() else None
         wanted = canonical_ecosystem(ecosystem) if ecosystem and ecosystem.strip() else None
         # Reading a long paste is CPU work (35 ms for 1 MiB): off the event loop, so others' requests go on.

@@ -94,7 +94,7 @@ async def test_a_result_that_breaks_its_model_is_refused_by_the_server(service):
     against the full model before it sends it."""
 
     class Broken:
-        async def review_queue(self, *, limit: Any = None) -> dict[str, Any]:
+        async def review_queue(self, *, limit: Any = None, offset: Any = None) -> dict[str, Any]:
             return {"reasons": [], "limit": "twenty", "items": [], "trust": "untrusted-data"}
 
     async with Client(build_mcp_server(lambda: Broken())) as client:
@@ -221,12 +221,13 @@ ARGUMENT_ERRORS = [
     ("search", {"query": "ModuleNotFoundError"}, "query", "unknown argument 'query'; did you mean 'q'?"),
     ("search", {"q": "x", "enviroment": "linux"}, "enviroment", "unknown argument 'enviroment'; did you mean 'env'?"),
     ("search", {"q": "x", "zzz": 1}, "zzz", "unknown argument 'zzz'; search takes q, env, ecosystem, limit, max_bytes"),
-    ("search", {"q": "x", "limit": 1000}, "limit", "limit must be an integer between 1 and 100"),
-    ("search", {"q": "x", "limit": 0}, "limit", "limit must be an integer between 1 and 100"),
-    ("search", {"q": "x", "limit": "many"}, "limit", "limit must be an integer between 1 and 100, not a string"),
-    ("search", {}, "q", "q is required: the raw error output (a traceback is fine) or a description"),
+    ("search", {"q": "x", "limit": 1000}, "limit", "limit must be an integer between 1 and 20"),
+    ("search", {"q": "x", "limit": 21}, "limit", "limit must be an integer between 1 and 20"),
+    ("search", {"q": "x", "limit": 0}, "limit", "limit must be an integer between 1 and 20"),
+    ("search", {"q": "x", "limit": "many"}, "limit", "limit must be an integer between 1 and 20, not a string"),
+    ("search", {}, "q", "q is required: the raw error (a traceback is fine) or a description"),
     ("search", {"q": ["ModuleNotFoundError"]}, "q", "q must be a string, not an array"),
-    ("search", {"q": "x", "env": {"os": "linux"}}, "env", "env must be a string, not an object"),
+    ("search", {"q": "x", "env": 3}, "env", "env must be a string or an object, not an integer"),
     ("search", {"q": "\ud800"}, "q", ("q: ", "surrogate")),  # the wording of the bounds is `limits`'
     ("search", {"q": "x", "env": nested(40)}, "env", ("env/0/0/0/0/…: ", "nested deeper than 32 levels")),
     ("create_node", {"id": "python/x", "ecosystem": "python", "title": "t", "signature": {"error": "e"},
@@ -236,12 +237,16 @@ ARGUMENT_ERRORS = [
     ("article_history", {"id": "python/x", "from_revision": 0}, "from_revision", "from_revision must be an integer of at least 1"),
     ("article_history", {"id": "python/x", "to_revision": 2**70}, "to_revision", ("to_revision: ", "64 bits")),
     ("review_queue", {"limit": 201}, "limit", "limit must be an integer between 1 and 200"),
-    ("report_failed_attempt", {"id": "python/x", "env": {"os": "linux"}, "summary": "s", "steps": ["a"], "reason": "r"},
-     "env", "unknown argument 'env'; did you mean 'environment'?"),
-    ("report_failed_attempt", {"id": "python/x", "environment": {"os": "linux"}, "summary": "s", "steps": "pip install x",
+    ("review_queue", {"reason": "bogus"}, "reason", ("reason ", "failed_answer")),
+    ("review_queue", {"max_bytes": 100}, "max_bytes", "max_bytes must be an integer between 1024 and 1000000"),
+    ("report_failed_attempt", {"id": "python/x", "enviroment": {"os": "linux"}, "summary": "s", "steps": ["a"], "reason": "r"},
+     "enviroment", "unknown argument 'enviroment'; did you mean 'env'?"),
+    ("report_failed_attempt", {"id": "python/x", "env": {"os": "linux"}, "summary": "s", "steps": "pip install x",
                                "reason": "r"}, "steps", "steps must be an array of strings, not a string"),
-    ("report_outcome", {"id": "python/x", "solution": "s", "outcome": "solved", "env": {}}, "id",
-     "unknown argument 'id'; did you mean 'node'?"),
+    ("report_outcome", {"node_id": "python/x", "solution": "s", "outcome": "solved", "env": {}}, "node_id",
+     "unknown argument 'node_id'; did you mean 'id'?"),
+    ("report_outcome", {"id": "python/x", "solution": "s", "outcome": "solved", "env": {}, "note": "n" * 4001}, "note",
+     "note must be at most 4,000 characters"),
     ("patch_article", {"id": "python/x", "base_revision": 0, "ops": [], "summary": "s"}, "base_revision",
      "base_revision must be an integer of at least 1"),
     ("patch_article", {"id": "python/x", "base_revision": 1, "ops": ["set /title"], "summary": "s"}, "ops",

@@ -267,7 +267,7 @@ def test_a_malformed_response_from_the_client_is_not_answered(server):
 
 def test_argument_errors_over_stdio_are_plain_words(server):
     assert invalid_argument(call(server, "search", {"query": "x"}), "query") == "unknown argument 'query'; did you mean 'q'?"
-    assert invalid_argument(call(server, "search", {"q": "x", "limit": 1000}), "limit") == "limit must be an integer between 1 and 100"
+    assert invalid_argument(call(server, "search", {"q": "x", "limit": 1000}), "limit") == "limit must be an integer between 1 and 20"
     text = call(server, "search", {})["result"]["content"][0]["text"]
     assert "pydantic" not in text and json.loads(text)["error"]["message"].startswith("q is required")
     listed = server.request({"jsonrpc": "2.0", "id": server.next_id(), "method": "tools/list"})["result"]
