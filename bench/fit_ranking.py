@@ -1,6 +1,6 @@
 """Fit the ranking weights on the development half of the search evaluation.
 
-    python bench/fit_ranking.py [--distractors 0,10000] [--dry-run] [--corpus starter,corpus2]
+    python bench/fit_ranking.py [--distractors 0,10000] [--dry-run] [--corpus starter,corpus2] [--signed]
 
 Runs every dev query (bench/search_eval.py's `split_of`) through the service's own candidate
 ranking (`Service.rank_candidates`, every candidate, its environment fit included) over the
@@ -39,7 +39,7 @@ import search_eval  # noqa: E402
 
 from knowmesh_mcp.environment import parse_env  # noqa: E402
 from knowmesh_mcp.normalize import canonical_ecosystem  # noqa: E402
-from knowmesh_mcp.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
+from knowmesh_mcp.ranking import AGAINST, FEATURES, WEIGHTS_FILE  # noqa: E402
 from knowmesh_mcp.search import QueryPlan  # noqa: E402
 from knowmesh_mcp.service import Service  # noqa: E402
 
@@ -84,6 +84,25 @@ def fit(x: np.ndarray, y: np.ndarray, penalty: float, iterations: int = 50) -> n
     return beta
 
 
+def fit_signed(x: np.ndarray, y: np.ndarray, penalty: float) -> np.ndarray:
+    """`fit`, leaving out one at a time the feature whose weight most contradicts its meaning (negative
+    for evidence for a node, positive for evidence against it: `ranking.AGAINST`), until none does.
+
+    Correlated features can trade weight and take signs nobody can explain (`line_coverage` -3.03
+    beside `template_coverage`); a weight a reader cannot explain in one line is a weight fitted to
+    the corpus's style. Left out means weight 0."""
+    sign = np.array([-1.0 if name in AGAINST else 1.0 for name in FEATURES])
+    active = np.ones(len(FEATURES), dtype=bool)
+    while True:
+        beta = np.zeros(len(FEATURES) + 1)
+        fitted = fit(x[:, active], y, penalty)
+        beta[0], beta[1:][active] = fitted[0], fitted[1:]
+        wrong = beta[1:] * sign
+        if wrong.min() >= 0:
+            return beta
+        active[int(np.argmin(wrong))] = False
+
+
 def log_loss(beta: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
     p = 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
     p = np.clip(p, 1e-12, 1 - 1e-12)
@@ -94,7 +113,7 @@ def stacked(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray
     return np.vstack([x for _, x, _ in items]), np.concatenate([y for _, _, y in items])
 
 
-def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[float, dict[float, float]]:
+def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]], fitter: Any = fit) -> tuple[float, dict[float, float]]:
     """The penalty with the lowest cross-validated log loss (folds by query, so a query is never split)."""
     losses = {}
     for penalty in PENALTIES:
@@ -104,7 +123,7 @@ def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[flo
             held = [item for item in items if item[0] // 2 % FOLDS == fold]
             if not train or not held:
                 continue
-            beta = fit(*stacked(train), penalty)
+            beta = fitter(*stacked(train), penalty)
             total += log_loss(beta, *stacked(held)) * len(held)
         losses[penalty] = total / len(items)
     return min(losses, key=losses.get), losses
@@ -181,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distractors", default="0,10000",
                         help="comma-separated distractor counts; the dev queries are run over each corpus and pooled")
     parser.add_argument("--dry-run", action="store_true", help="print the fit, do not write the weights file")
+    parser.add_argument("--signed", action="store_true",
+                        help="leave out features whose weight contradicts their meaning (measured, not taken: docs/decisions.md)")
     parser.add_argument("--corpus", default="starter",
                         help="comma-separated evaluation corpora whose dev halves are pooled: starter (default), corpus2")
     args = parser.parse_args(argv)
@@ -199,22 +220,25 @@ def main(argv: list[str] | None = None) -> int:
                 # one index per query and run, so cross-validation folds keep each run of a query together
                 groups[model] += [(mine[index] * len(runs) + run, x, y) for index, x, y in items]
     fitted: dict[str, Any] = {"models": {}, "fitted": {
-        "method": "logistic regression (Newton, L2 on weights, penalty by 5-fold CV over queries)",
+        "method": "logistic regression (Newton, L2 on weights, penalty by 5-fold CV over queries)"
+                  + ("; a feature whose weight contradicts its meaning is left out (fit_signed)" if args.signed else ""),
         "script": "bench/fit_ranking.py", "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "split": "dev", "corpora": names, "dev_queries": len(queries), "distractors": counts, "models": {}}}
     for model, items in sorted(groups.items()):
-        penalty, losses = choose_penalty(items)
+        fitter = fit_signed if args.signed else fit
+        penalty, losses = choose_penalty(items, fitter)
         x, y = stacked(items)
-        beta = fit(x, y, penalty)
+        beta = fitter(x, y, penalty)
         fitted["models"][model] = {"bias": round(float(beta[0]), 4),
                                    "weights": {name: round(float(w), 4) for name, w in zip(FEATURES, beta[1:])}}
         summary = {"queries": len(items), "candidates": int(len(y)), "positives": int(y.sum()),
                    "penalty": penalty, "cv_log_loss": {str(k): round(v, 5) for k, v in losses.items()},
-                   "dev_recall@1": round(recall_at_1(beta, items), 4)}
+                   "dev_recall@1": round(recall_at_1(beta, items), 4),
+                   "left_out": [name for name, weight in zip(FEATURES, beta[1:]) if weight == 0.0]}
         fitted["fitted"]["models"][model] = summary
         print(f"{model}: {summary['queries']} queries, {summary['candidates']} candidates, "
               f"{summary['positives']} right; penalty {penalty} (cv log loss {losses}); "
-              f"dev recall@1 {summary['dev_recall@1']:.3f}")
+              f"dev recall@1 {summary['dev_recall@1']:.3f}; left out (sign contradicts meaning): {summary['left_out']}")
         print(f"  bias {beta[0]:+.3f}")
         for name, weight in sorted(zip(FEATURES, beta[1:]), key=lambda item: -abs(item[1])):
             print(f"  {name:<20} {weight:+.3f}")

@@ -51,7 +51,7 @@ from .ranking import Candidate, QueryTerms, rank
 from .store import SearchRow, Store, TermQuery
 from .tool_output import WRAPPER, Scan, decisive_lines, scan
 
-SEARCH_INDEX_VERSION = 14
+SEARCH_INDEX_VERSION = 15
 MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
 ECHO_CHARS = 10_000  # the envelope echoes this much of the query
 WHOLE_KEY_CHARS = 4000  # a longer input cannot be one node's error: only its lines are hashed
@@ -85,18 +85,30 @@ def _without_placeholders(template: str) -> str:
                     if not (part.startswith("<") and part.endswith(">")))
 
 
+def exact_key(text: str) -> str:
+    """The normalized text with its quoted values: two texts share it only where their values agree
+    too (`No module named 'requests'` is not `No module named 'tests'`, whose template it shares)."""
+    return "\0".join([normalize_signature(text), *(value.lower() for value in quoted_values(text))])
+
+
+def exact_keys(text: str) -> set[str]:
+    """`exact_key` of the whole text and of each of its decisive lines (as `signature_keys`)."""
+    lines = decisive_lines(text) if "\n" in text.strip() else []
+    return {key for key in map(exact_key, [text, *lines]) if key.split("\0", 1)[0]}
+
+
 def index_row(document: dict[str, Any]) -> SearchRow:
     """The search-index rows of one document."""
     signature = document["signature"]
     content = document["content"]
     hashes: set[tuple[str, str]] = set()
     error_keys = signature_keys(signature["error"])
-    hashes.update((digest(key), "error") for key in error_keys)
+    hashes.update((digest(key), "error") for key in error_keys | exact_keys(signature["error"]))
     template = signature.get("template") or ""
     if template and template not in error_keys:  # a derived template is the normalized error itself
         hashes.update((digest(key), "template") for key in signature_keys(template))
     for alias in signature.get("aliases", []):
-        hashes.update((digest(key), "alias") for key in signature_keys(alias))
+        hashes.update((digest(key), "alias") for key in signature_keys(alias) | exact_keys(alias))
     alternatives = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in content.get("alternatives", [])]
     parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", []),
              *content.get("failed_attempts", []), *alternatives]
@@ -205,6 +217,7 @@ class QueryPlan:
     scan: Scan
     mains: tuple[str, ...]  # normalized decisive lines, strongest first
     hashes: tuple[tuple[str, int], ...]  # (hash, decisive line it came from; -1 for the whole input)
+    exact: frozenset[str]  # those of the hashes that are exact keys of the whole input or its first decisive line
     quoted: tuple[str, ...]  # quoted values of the first decisive line
     terms: QueryTerms
 
@@ -234,6 +247,9 @@ class QueryPlan:
         for position, main in enumerate(mains):
             if main:
                 hashes.setdefault(digest(main), position)
+        exact = {digest(exact_key(line)): position for line, position in ((text, -1), (lines[0], 0))
+                 if normalize_signature(line) and (position == 0 or whole)}
+        hashes.update(exact)
         quoted = quoted_values(lines[0])
         # A wrapper line ("did not complete successfully") is context when a cause line exists.
         wrapper = {i for i, line in enumerate(read.decisive) if line.rank == WRAPPER}
@@ -257,8 +273,8 @@ class QueryPlan:
         )
         terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
                         wrappers=frozenset(wrapper))
-        return cls(text=text, length=length, scan=read, mains=mains, hashes=tuple(hashes.items()), quoted=tuple(quoted),
-                   terms=terms)
+        return cls(text=text, length=length, scan=read, mains=mains, hashes=tuple(hashes.items()),
+                   exact=frozenset(exact), quoted=tuple(quoted), terms=terms)
 
 
 def bm25_idf(nodes: int, holding: int) -> float:
@@ -318,6 +334,7 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     by_hash = dict(plan.hashes)
     channels: dict[int, set[str]] = {}
     matched_lines: dict[int, set[int]] = {}
+    exact: set[int] = set()
     versions: dict[int, str] = {}
     for channel, pk, hashed, version in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT,
                                                                      queries, FAMILY_LIMIT):
@@ -325,9 +342,11 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
         versions[pk] = version
         if hashed is not None:
             matched_lines.setdefault(pk, set()).add(by_hash[hashed])
+            if hashed in plan.exact:
+                exact.add(pk)
     texts = await store.candidate_texts(versions)
-    candidates = [Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())))
-                  for text in texts]
+    candidates = [Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())),
+                            exact=text.pk in exact) for text in texts]
     return rank(candidates, plan.is_output, plan.mains, terms, frequencies, total)
 
 

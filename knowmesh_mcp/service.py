@@ -56,7 +56,7 @@ from .reading import (
     search_result,
 )
 from .limits import DEFAULT_RESULTS as DEFAULT_SEARCH_LIMIT, MAX_RESULTS as MAX_SEARCH_LIMIT, json_problem, to_int
-from .ranking import LIKELY, Candidate, min_score, rescore
+from .ranking import LIKELY, Candidate, min_score, rescore, settle
 from .search import (
     SEARCH_INDEX_VERSION,
     QueryPlan,
@@ -405,6 +405,10 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         # Reading a long paste is CPU work (35 ms for 1 MiB): off the event loop, so others' requests go on.
         plan = QueryPlan.of(q) if len(q) < LONG_QUERY else await asyncio.to_thread(QueryPlan.of, q)
         ranked = await self.rank_candidates(plan, machine, wanted, limit=limit)
+        if ranked:
+            second = ranked[1] if len(ranked) > 1 else None
+            settle(ranked[0][0], second and second[0], tier_decides=bool(
+                second and wanted is not None and ranked[0][1]["ecosystem"] == wanted != second[1]["ecosystem"]))
         results = []
         ceiling = 1.0
         for candidate, result in ranked[:limit]:
@@ -450,11 +454,11 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         start = 0
         while len(ranked) < limit and start < len(candidates):  # again only past deprecated nodes
             end = min(start + limit - len(ranked), len(candidates))
-            while end < len(candidates) and candidates[end].score == candidates[end - 1].score:
+            while end < len(candidates) and candidates[end].rank_value == candidates[end - 1].rank_value:
                 end += 1  # ties are ordered by id below, so every tied one is read
             ranked += await self._entries(candidates[start:end], plan, machine, wanted, floor)
-            if floor and candidates[end - 1].score < min_score():
-                break  # the rest score lower still
+            if floor and not candidates[end - 1].exact and candidates[end - 1].score < min_score():
+                break  # the rest score lower still (exact matches come first)
             start = end
         ranked.sort(key=lambda entry: (entry[0].rank_value, entry[1]["id"]))
         return ranked
@@ -475,7 +479,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                 solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
                 document_size=row.document_size, evidence=Evidence(stats), now=now,
             )
-            if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor:
+            if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor and not candidate.exact:
                 continue  # a hint weaker than any right answer the ranking was fitted on
             mismatch = wanted is not None and row.ecosystem != wanted
             ranked.append((mismatch, candidate.rank_value, row.id, candidate, result))

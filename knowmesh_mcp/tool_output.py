@@ -188,7 +188,10 @@ def strip_prefixes(line: str) -> str:
     """The line without terminal escapes and transport prefixes (timestamps, step ids, ...)."""
     if "\x1b" in line or "[" in line:
         line = _ANSI.sub("", line)
-    return _PREFIX.sub("", line[:MAX_LINE_CHARS]).strip()
+    line = _PREFIX.sub("", line[:MAX_LINE_CHARS]).strip()
+    if len(line) > 2 and line[0] == line[-1] == "`" and "`" not in line[1:-1]:
+        line = line[1:-1].strip()  # an error quoted as inline code in an issue or a chat
+    return line
 
 
 @lru_cache(maxsize=8192)

@@ -597,3 +597,82 @@ async def test_an_environment_alone_never_lifts_a_node_to_a_likely_match(corpus:
     assert plain["results"][0]["score"] < 0.5
     assert fitted["results"][0]["score"] < 0.5, fitted["results"][0]
     assert fitted["guidance"]["reason"] == "weak_match"
+
+
+PYTEST_COLLECTION_ERROR = """\
+============================= test session starts ==============================
+platform linux -- Python 3.11.4, pytest-7.4.0, pluggy-1.2.0
+rootdir: /home/dev/proj
+collected 0 items / 1 error
+
+==================================== ERRORS ====================================
+_____________________ ERROR collecting tests/test_client.py ____________________
+ImportError while importing test module '/home/dev/proj/tests/test_client.py'.
+Hint: make sure your test modules/packages have valid Python names.
+Traceback:
+/usr/lib/python3.11/importlib/__init__.py:126: in import_module
+    return _bootstrap._gcd_import(name[level:], package, level)
+tests/test_client.py:3: in <module>
+    import requests
+E   ModuleNotFoundError: No module named 'requests'
+=========================== short test summary info ============================
+ERROR tests/test_client.py
+!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!
+=============================== 1 error in 0.12s ==============================="""
+
+
+async def test_a_missing_dependency_under_pytest_finds_the_venv_node(corpus: Service):
+    """pytest's collection error for a third-party package: the rootdir node's own boundaries send
+    `requests` to python/module-not-found-venv, whose error is exactly this line. It ranked the rootdir
+    node at 0.94 and the venv node at 0.03 (issue 48)."""
+    found = ids(await corpus.search(PYTEST_COLLECTION_ERROR, limit=5))
+    assert found[0] == "python/module-not-found-venv", found
+
+
+@pytest.mark.parametrize("where", ["error", "alias"])
+async def test_an_exact_signature_ranks_first_against_a_richer_competitor(corpus: Service, make_doc, where: str):
+    """Protocol section 1: exact signatures and aliases rank first. The competitor's title, symptom
+    and context repeat every word of the query around another signature; the exact node says little
+    else. Without the tier the competitor came first."""
+    query = "ZooKeeperError: quorum lost on ensemble 'orders-east' after leader fencing"
+    exact = make_doc(id="java/zookeeper-quorum-lost", ecosystem="java", title="Coordination service lost its majority",
+                     error=query if where == "error" else "ZooKeeperError: session expired for client 0x1f",
+                     content={**make_doc()["content"], "symptom": "The service stops.", "context": "Three nodes."})
+    if where == "alias":
+        exact["signature"]["aliases"] = [query]
+    competitor = make_doc(
+        id="java/zookeeper-leader-fencing", ecosystem="java",
+        title="ZooKeeperError quorum lost on ensemble orders-east after leader fencing",
+        error="ZooKeeperError: leader fencing rejected the write",
+        content={**make_doc()["content"],
+                 "symptom": "ZooKeeperError: quorum lost on ensemble 'orders-east' after leader fencing, and quorum "
+                            "is lost again after every leader fencing on the orders-east ensemble.",
+                 "context": "ZooKeeper ensemble orders-east, quorum, leader fencing, lost writes."})
+    report = await corpus.import_documents([(exact["id"], exact), (competitor["id"], competitor)])
+    assert len(report.created) == 2, report
+    results = (await corpus.search(query, limit=5))["results"]
+    assert [r["id"] for r in results[:2]] == [exact["id"], competitor["id"]], results
+    assert results[0]["score"] >= results[1]["score"]  # the score descends in the final order (protocol section 1)
+
+
+async def test_an_error_quoted_as_inline_code_is_read_as_the_error(corpus: Service):
+    """People paste an error line in backticks (an issue, a chat): the backticks are not part of it."""
+    plain = ids(await corpus.search("ModuleNotFoundError: No module named 'requests'", limit=3))
+    quoted = ids(await corpus.search("`ModuleNotFoundError: No module named 'requests'`", limit=3))
+    assert quoted == plain and plain[0] == "python/module-not-found-venv"
+
+
+async def test_a_close_call_between_two_nodes_is_a_guess(corpus: Service, make_doc):
+    """Two nodes with the same error and nothing in the query to tell them apart: whichever comes
+    first is a guess (issue 48), not a likely match, and the search says so."""
+    error = "QuasarLinkError: relocation overflow in segment 'hot_text' of module 'engine_core'"
+    twins = [make_doc(id=f"cpp/quasar-relocation-overflow-{which}", ecosystem="cpp", error=f"{error} ({which} build)",
+                      title=f"Quasar linker relocation overflow ({which} build)") for which in ("debug", "release")]
+    for twin in twins:  # two nodes may not share an error: each has the query as an alias
+        twin["signature"]["aliases"] = [error]
+    report = await corpus.import_documents([(doc["id"], doc) for doc in twins])
+    assert len(report.created) == 2, report
+    envelope = await corpus.search(error, limit=5)
+    assert {r["id"] for r in envelope["results"][:2]} == {doc["id"] for doc in twins}
+    assert envelope["results"][0]["score"] < 0.5, envelope["results"]
+    assert envelope["guidance"]["reason"] == "weak_match"

@@ -32,17 +32,20 @@ def listing_conditions(ecosystem: str | None, after_id: str | None, *, mark: str
 
 def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> list[tuple[str, int, str | None, str]]:
     """(channel, pk, matched hash or None, version) rows, in the backend's order, as
-    `channel_matches` returns them: the first `signature_limit` distinct signature nodes (each with
-    its first hash), then every other channel's nodes once."""
-    signature: dict[int, tuple[str, str]] = {}
+    `channel_matches` returns them: the first `signature_limit` distinct signature nodes (a row for
+    each hash of theirs that matched: a node's template and its exact key both can), then every
+    other channel's nodes once."""
+    signature: dict[int, tuple[dict[str, None], str]] = {}
     others: dict[tuple[str, int], str] = {}
     for channel, pk, hashed, version in rows:
         if channel == "signature":
-            if len(signature) < signature_limit:
-                signature.setdefault(pk, (hashed, version))
+            if pk in signature:
+                signature[pk][0][hashed] = None
+            elif len(signature) < signature_limit:
+                signature[pk] = ({hashed: None}, version)
         else:
             others[(channel, pk)] = version
-    return ([("signature", pk, hashed, version) for pk, (hashed, version) in signature.items()]
+    return ([("signature", pk, hashed, version) for pk, (hashes, version) in signature.items() for hashed in sorted(hashes)]
             + [(channel, pk, None, version) for (channel, pk), version in others.items()])
 
 
