@@ -253,11 +253,7 @@ def build_app(
         return read_response(request, result, markdown=False)
 
     async def article_history(request: Request, node: str) -> Response:
-        params = request.query_params
-        body = await current().article_history(
-            require_node_id(node), from_revision=params.get("from_revision"), to_revision=params.get("to_revision"),
-            after=params.get("after"), include=params.get("include"),
-        )
+        body = await current().article_history(require_node_id(node), **wire.query(wire.HistoryQuery, request.query_params))
         return JSONResponse(body, headers=TRUST_HEADER)
 
     async def edit_body(request: Request, node: str, model: type[Any],

@@ -21,6 +21,11 @@ def _request(method: str, path: str, body: dict[str, Any], tool: str, arguments:
     return {"method": method, "path": path, "body": body, "tool": tool, "arguments": arguments}
 
 
+def tool_arguments(feedback: dict[str, Any]) -> dict[str, Any]:
+    """report_outcome's arguments for a /v1/feedback body: the node is `id` in every tool."""
+    return {"id": feedback["node"], **{key: value for key, value in feedback.items() if key != "node"}}
+
+
 def known_environment(env: dict[str, Any] | None) -> tuple[str, list[str], str]:
     """(os, runtimes, package manager) of a parsed env, in the feedback form (`macos-15`,
     `python-3.12`); empty where not given."""
@@ -48,7 +53,8 @@ def report_failed_attempt(node_id: str, env: dict[str, Any] | None) -> dict[str,
         "reason": fill_in("why it did not work"),
         "agent": AGENT_PLACEHOLDER,
     }
-    return _request("POST", f"/v1/nodes/{node_id}/failures", body, "report_failed_attempt", {"id": node_id, **body})
+    arguments = {"id": node_id, "env": body["environment"], **{k: v for k, v in body.items() if k != "environment"}}
+    return _request("POST", f"/v1/nodes/{node_id}/failures", body, "report_failed_attempt", arguments)
 
 
 def add_answer(node_id: str, base_revision: int, env: dict[str, Any] | None) -> dict[str, Any]:
@@ -149,7 +155,7 @@ def report_failed_solution(node_id: str, solution: dict[str, Any], env: dict[str
         "reason": fill_in("what happened when you ran the fix and its verify command"),
         "agent": AGENT_PLACEHOLDER,
     }
-    return _request("POST", "/v1/feedback", body, "report_outcome", body)
+    return _request("POST", "/v1/feedback", body, "report_outcome", tool_arguments(body))
 
 
 def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -> dict[str, Any]:
@@ -204,4 +210,4 @@ def report_outcome(node_id: str, solution_id: str, revision: int, cluster: str |
         "reason": fill_in("required when failed or dangerous"),
         "agent": AGENT_PLACEHOLDER,
     }
-    return _request("POST", "/v1/feedback", body, "report_outcome", body)
+    return _request("POST", "/v1/feedback", body, "report_outcome", tool_arguments(body))

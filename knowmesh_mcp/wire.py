@@ -35,10 +35,11 @@ from .limits import (
     MAX_TEXT,
     MIN_BUDGET,
 )
-from .model import NodeDocument
+from .model import NodeDocument, ShortText
 from .outcomes import REVIEW_REASONS
 
-DEFAULT_TOOL_REVIEW_LIMIT = 20  # review_queue's page: items, before max_bytes cuts
+DEFAULT_TOOL_REVIEW_LIMIT = 20
+SHORT_TEXT = next(m.max_length for m in ShortText.__metadata__ if getattr(m, "max_length", None))  # a title's bound  # review_queue's page: items, before max_bytes cuts
 
 # -- field types: one definition each, used by every model that has the field ------------------
 
@@ -119,6 +120,15 @@ class ReadArgs(BaseModel):
                                "outcomes, failed, boundaries, provenance, article")
     include: str | None = Field(None, description="alternatives, archived_failures")
     max_bytes: Budget = DEFAULT_BUDGET
+
+
+class HistoryQuery(BaseModel):
+    """GET /v1/nodes/{id}/article/revisions' query parameters."""
+
+    from_revision: Revision | None = Field(None, description="Diff from this revision")
+    to_revision: Revision | None = Field(None, description="Diff to this revision (default: current)")
+    after: Annotated[int, Field(ge=0, le=MAX_INT)] | None = Field(None, description="Only revisions after this number")
+    include: str | None = Field(None, description="documents: each revision's whole document (what sync copies)")
 
 
 class HistoryArgs(BaseModel):
@@ -295,7 +305,7 @@ class CreateArgs(BaseModel):
 
     id: Annotated[str, Field(description="{ecosystem}/{slug}, lowercase [a-z0-9._-]")]
     ecosystem: str
-    title: str
+    title: Annotated[str, StringConstraints(max_length=SHORT_TEXT)]  # empty: the service's invalid_node, as over HTTP
     signature: dict[str, Any] = Field(description="{error: the raw line, environment: [linux, python>=3.8], aliases}")
     content: dict[str, Any] = Field(description="{symptom, context, root_cause, solutions: [{id, title, env, fix, "
                                     "verify: {command, expected}}]}")
@@ -428,9 +438,9 @@ def env_object(env: Any) -> dict[str, Any]:
 
 # -- parsing at the edge ----------------------------------------------------------------------
 
-# Errors the service answers itself with its own code and words (a missing field, an empty one):
-# the edge leaves them to it, so one rule keeps one answer.
-SERVICE_CHECKED = {"missing", "string_too_short", "too_short"}
+# Errors the service answers itself with its own code and words (a missing field): the edge leaves
+# them to it, so one rule keeps one answer. Every other error, an empty value too, is the edge's.
+SERVICE_CHECKED = {"missing"}
 UNION_TAGS = {"str", "int", "EnvObject", "Agent", "Evidence"}  # the branch of a union in an error's loc, not a field
 
 
