@@ -234,11 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"queries": len(items), "candidates": int(len(y)), "positives": int(y.sum()),
                    "penalty": penalty, "cv_log_loss": {str(k): round(v, 5) for k, v in losses.items()},
                    "dev_recall@1": round(recall_at_1(beta, items), 4),
-                   "left_out": [name for name, weight in zip(FEATURES, beta[1:]) if weight == 0.0]}
+                   **({"left_out": [name for name, weight in zip(FEATURES, beta[1:]) if weight == 0.0]} if args.signed else {})}
         fitted["fitted"]["models"][model] = summary
         print(f"{model}: {summary['queries']} queries, {summary['candidates']} candidates, "
               f"{summary['positives']} right; penalty {penalty} (cv log loss {losses}); "
-              f"dev recall@1 {summary['dev_recall@1']:.3f}; left out (sign contradicts meaning): {summary['left_out']}")
+              f"dev recall@1 {summary['dev_recall@1']:.3f}"
+              + (f"; left out (sign contradicts meaning): {summary['left_out']}" if args.signed else ""))
         print(f"  bias {beta[0]:+.3f}")
         for name, weight in sorted(zip(FEATURES, beta[1:]), key=lambda item: -abs(item[1])):
             print(f"  {name:<20} {weight:+.3f}")
