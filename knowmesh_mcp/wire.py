@@ -205,7 +205,7 @@ class ReviseArgs(BaseModel):
 
     id: NodeId
     base_revision: Revision
-    article: dict[str, Any] = Field(description="read_article's `article` (fields=article), edited")
+    article: dict[str, Any]  # read_article's `article` (fields=article), edited: the tool's description says so
     summary: Summary
     agent: Agent | None = None
 
@@ -306,7 +306,7 @@ class CreateArgs(BaseModel):
     id: Annotated[str, Field(description="{ecosystem}/{slug}, lowercase [a-z0-9._-]")]
     ecosystem: str
     title: Annotated[str, StringConstraints(max_length=SHORT_TEXT)]  # empty: the service's invalid_node, as over HTTP
-    signature: dict[str, Any] = Field(description="{error: the raw line, environment: [linux, python>=3.8], aliases}")
+    signature: dict[str, Any] = Field(description="{error, environment: [linux, python>=3.8], aliases}")
     content: dict[str, Any] = Field(description="{symptom, context, root_cause, solutions: [{id, title, env, fix, "
                                     "verify: {command, expected}}]}")
     agent: Agent | None = None
