@@ -23,7 +23,7 @@ from operator import mul
 from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 
@@ -64,6 +64,23 @@ FEATURES = (
 AGAINST = frozenset({"values_conflict", "values_unnamed", "value_shape_conflict", "slug_missing", "ecosystem_other"})
 NEUTRAL_ENV = 0.5
 LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
+
+
+class GroupShares(NamedTuple):
+    """BM25 of each group of query terms in one field, as a share of what holding each term once scores."""
+
+    first: float  # the first decisive line's terms
+    decisive: float  # every decisive line's
+    context: float  # the other lines'
+    words: float  # the prose words'
+
+
+class FieldShares(NamedTuple):
+    """`GroupShares` in each of a candidate's fields."""
+
+    title: GroupShares
+    signature: GroupShares
+    article: GroupShares
 
 
 @dataclass(frozen=True)
@@ -156,7 +173,7 @@ class _Query:
         self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
 
-    def fields(self, counts: dict[str, int]) -> tuple[set[str], set[str], list[float], float]:
+    def fields(self, counts: dict[str, int]) -> tuple[set[str], set[str], FieldShares, float]:
         """One pass over the query terms a candidate holds (`CandidateText.counts`): those of its
         title and signature, all of them, the BM25 in title, signature and article (in that order)
         of the first line's, the decisive lines', the other lines' and the prose words' terms, each
@@ -189,7 +206,9 @@ class _Query:
             if asked:
                 flat += idf * _SATURATION[title + signature + article]
         totals = self.totals
-        return heads, held, [found / totals[i & 3] for i, found in enumerate(sums)], flat / self.asked_total
+        title, signature, article = (GroupShares(*(sums[4 * field + group] / totals[group] for group in range(4)))
+                                     for field in range(3))
+        return heads, held, FieldShares(title, signature, article), flat / self.asked_total
 
 
 # BM25's tf part (k1 = 1.2) by count; past COUNT_CAP occurrences (of the three fields together) it no longer grows.
@@ -203,7 +222,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     terms = query.terms
     heads, held, shares, flat = query.fields(text.counts)
     decisive, context, words = (
-        (10 * shares[i] + 5 * shares[4 + i] + shares[8 + i]) / 16  # as the term channel weighs fields
+        (10 * shares.title[i] + 5 * shares.signature[i] + shares.article[i]) / 16  # as the term channel weighs fields
         for i in (1, 2, 3))
     slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
@@ -226,9 +245,9 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
         "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
         "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
-        "first_title": shares[0],
-        "first_signature": shares[4],
-        "first_article": shares[8],
+        "first_title": shares.title.first,
+        "first_signature": shares.signature.first,
+        "first_article": shares.article.first,
         "decisive_all": decisive,
         "decisive_best": 0.0,  # set once every candidate's decisive_all is known
         "context_all": context,

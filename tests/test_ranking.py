@@ -42,7 +42,7 @@ def test_field_shares_are_bm25_per_field_as_a_share_of_each_term_once(candidate:
     groups = [set(TERMS.first), set(TERMS.decisive), set(TERMS.context) - set(TERMS.decisive), set(TERMS.words)]
     expected = [sum(IDF[t] * tf(words.count(t)) for t in group) / (sum(IDF[t] for t in group) or 1.0)
                 for words in fields for group in groups]
-    assert shares == pytest.approx(expected, abs=1e-12)
+    assert [share for field in shares for share in field] == pytest.approx(expected, abs=1e-12)
     assert heads == {t for t in IDF if t in fields[0] or t in fields[1]}
     assert held == {t for t in IDF if any(t in words for words in fields)}
     asked = groups[1] | groups[2]

@@ -97,12 +97,20 @@ class CandidateText:
         return packed
 
     @cached_property
-    def derived(self) -> tuple[frozenset[str], frozenset[str], list[frozenset[str]], list[str]]:
-        """The id's words, the values it names (empty for a generic node, whose values are examples),
-        each template's term set, and the templates."""
+    def derived(self) -> Derived:
+        """What ranking reads of the index columns, split once per node version."""
         slug = frozenset(self.slug_terms.split())
-        return (slug, frozenset(self.value_terms.split()) & slug,
-                [frozenset(line.split()) for line in self.template_terms.split("\n")], self.templates.split("\n"))
+        return Derived(slug, frozenset(self.value_terms.split()) & slug,
+                       [frozenset(line.split()) for line in self.template_terms.split("\n")], self.templates.split("\n"))
+
+
+class Derived(NamedTuple):
+    """A candidate's index columns as ranking reads them."""
+
+    slug: frozenset[str]  # the id's words
+    specific: frozenset[str]  # the values the node is about (empty for a generic node, whose values are examples)
+    template_terms: list[frozenset[str]]  # each template's term set
+    templates: list[str]  # the templates
 
 
 class Frequencies(NamedTuple):
