@@ -288,8 +288,8 @@ class RemoteMesh:
     async def list_feedback(self, node_id: str, *, after: int = 0, budget: ByteBudget | None = None) -> dict[str, Any]:
         return await self.call("GET", node_path(node_id) + "/feedback", params={"after": after}, budget=budget)
 
-    async def review_queue(self, *, limit: Any = None, offset: Any = None) -> dict[str, Any]:
-        return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset})
+    async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
+        return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset, "reason": reason})
 
     async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None,
                           submission: Submission = UNCOUNTED) -> dict[str, Any]:

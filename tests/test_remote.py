@@ -99,6 +99,22 @@ async def test_an_id_cannot_steer_the_remote_url(base_url):
     assert error_of(result)["code"] == "invalid_id"
 
 
+async def test_review_queue_takes_reason_through_the_remote(service, base_url, make_doc):
+    """`review_queue` with `reason` over `--remote` asks GET /v1/review?reason= (it was a bare
+    "unexpected server error": the remote mesh took no `reason`)."""
+    unsolved = make_doc(id="python/open-problem", error="OpenProblemError: nobody solved this")
+    unsolved["content"]["solutions"] = []
+    await service.create_node(unsolved)
+    await service.create_node(make_doc())
+    async with remote_client(base_url) as client:
+        only = await client.call_tool("review_queue", {"reason": "unsolved"})
+        none = await client.call_tool("review_queue", {"reason": "disputed"})
+    assert not only.is_error, only.content
+    assert only.structured_content["reason"] == "unsolved"
+    assert [item["id"] for item in only.structured_content["items"]] == ["python/open-problem"]
+    assert (none.structured_content["reason"], none.structured_content["items"]) == ("disputed", [])
+
+
 @pytest.mark.parametrize("args", [["serve", "--http", "--remote", "http://127.0.0.1:1"],
                                   ["serve", "--stdio", "--remote", "ftp://example.invalid"]])
 def test_bad_remote_usage_exits_2(args, tmp_path):
