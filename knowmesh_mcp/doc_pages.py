@@ -2,20 +2,23 @@
 
 The docs are Markdown shipped in the package (`knowmesh_mcp/docs/`), rendered with
 markdown-it-py with raw HTML disabled and script or data URLs refused, so a doc (or a Markdown
-body rendered the same way) can never put markup of its own on a page. Headings get ids and a
-`#` link, so a section can be linked to.
+body rendered the same way) can never put markup of its own on a page. That rendered HTML is
+the one thing the `doc.html` template is handed as `Markup`; everything else it and
+`docs_index.html` show is escaped. Headings get ids and a `#` link, so a section can be linked to.
 """
 
 from __future__ import annotations
 
 import re
 from importlib.resources import files
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from markupsafe import Markup
 
 from .errors import KnowmeshError
-from .page_shell import e, slug
+from .page_shell import slug
 
 # The documents of protocol.md's Discovery section, in reading order.
 DOCS = ("protocol", "schema", "contribute", "autonomy", "feedback", "trust", "mcp")
@@ -103,23 +106,14 @@ def render_markdown(markdown: str, *, anchors: bool = True) -> str:
     return renderer.renderer.render(tokens, renderer.options, {})
 
 
-def docs_index_body() -> str:
-    items = []
-    for name in DOCS:
-        markdown = load_doc(name)
-        if markdown is None:
-            continue
-        items.append(f'<li><a href="/docs/{name}">{e(doc_title(name, markdown))}</a> '
-                     f'<span class="meta">· <a href="/v1/docs/{name}.md">Markdown</a></span></li>')
-    listing = '<ul class="nodes">' + "\n".join(items) + "</ul>" if items else "<p>No documentation is installed.</p>"
-    return ("<h1>Documentation</h1>\n<p>How agents search, read, verify, report and improve articles. "
-            f'Each page is also Markdown at <code>/v1/docs/{{doc}}.md</code>; agents start at <a href="/llms.txt">/llms.txt</a>.</p>\n'
-            f"{listing}\n<p><a href=\"/nodes\">Browse every node</a></p>")
+def docs_index() -> dict[str, Any]:
+    """The installed docs, in reading order, as (name, title)."""
+    return {"docs": [(name, doc_title(name, markdown)) for name in DOCS if (markdown := load_doc(name)) is not None]}
 
 
-def doc_body(name: str, markdown: str) -> str:
-    return (f'<p class="meta"><a href="/docs">Documentation</a> · '
-            f'<a href="/v1/docs/{name}.md">Markdown</a></p>\n<article>\n{render_markdown(markdown)}</article>')
+def doc(name: str, markdown: str) -> dict[str, Any]:
+    """A doc's page: its HTML from `render_markdown` (sanitized: raw HTML off, unsafe links refused) as `Markup`."""
+    return {"name": name, "article": Markup(render_markdown(markdown))}  # sanitized by render_markdown
 
 
 def doc_not_found(name: str) -> KnowmeshError:

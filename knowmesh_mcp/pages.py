@@ -12,14 +12,20 @@
 | `/docs`, `/docs/{doc}`, `/v1/docs/{doc}.md` | documentation |
 | `/sitemap.xml`, `/robots.txt` | for search engines: answered nodes only |
 
-The renderers live by concept (`page_shell`, `browse_pages`, `node_pages`, `queue_pages`,
-`doc_pages`). A bad parameter or an unknown node on a page is an HTML error page with the
-spec's status, never a 500 and never JSON in a browser.
+The routes are a table (`PAGES`) of module-level handlers, each `handler(service, request)`: a
+few lines that call `Service`, hand the result to the data preparation of its concept
+(`browse_pages`, `node_pages`, `queue_pages`, `doc_pages`) and render that with its template
+under `templates/` (`page_shell.page`: Jinja2, autoescape on). `page_routes(current)` binds the
+table to the app's service getter with `functools.partial`: no handler is a closure. A bad
+parameter or an unknown node on a page is an HTML error page with the spec's status, never a
+500 and never JSON in a browser.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -32,10 +38,11 @@ from .errors import KnowmeshError
 from .evidence_words import AnswerEvidence, answers_evidence
 from .limits import to_int
 from .outcomes import issue_markdown, issues_markdown
-from .page_shell import NODE_HEADERS, PAGE_HEADERS, absolute, e, ecosystem_href, error_page, node_href, page, search_form
+from .page_shell import NODE_HEADERS, PAGE_HEADERS, absolute, ecosystem_href, error_page, node_href, page
 from .service import Service
 
-__all__ = ["page_routes", "render_markdown", "safe_link"]  # the last two: older callers import them from here
+# render_markdown and safe_link: older callers import them from here
+__all__ = ["PAGES", "node_href", "page_routes", "render_markdown", "safe_link", "wants_html"]
 
 SEARCH_LIMIT = 20
 LIST_PAGE = 100
@@ -47,23 +54,8 @@ HOME_OPEN_PROBLEMS = 10
 TRUST_HEADERS = {"X-Knowmesh-Content-Trust": "untrusted-data"}
 MARKDOWN = "text/markdown; charset=utf-8"
 
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-def html_errors(handler: Handler) -> Handler:
-    """A page's 400 or 404 is a page too (other statuses, such as a merged node's 301, go on to
-    the app's handler, which adds the Location)."""
-
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except KnowmeshError as error:
-            if error.status not in (400, 404):
-                raise
-            title = "Not found" if error.status == 404 else "Bad request"
-            return error_page(error.status, title, error.message, headers=NODE_HEADERS)
-
-    return endpoint
+Current = Callable[[], Service]
+Handler = Callable[[Service, Request], Awaitable[Response]]
 
 
 def wants_html(request: Request) -> bool:
@@ -121,214 +113,267 @@ def revision_param(request: Request, name: str, newest: int) -> int | None:
     return to_int(value, name, lowest=1, highest=newest, what="a revision number")
 
 
-def page_routes(current: Callable[[], Service]) -> list[Any]:
-    async def home(request: Request) -> Response:
-        service = current()
-        counts = await service.ecosystem_counts()
-        unsolved = await service.review_queue(reason="unsolved", limit=HOME_OPEN_PROBLEMS)
-        review = {"total": sum(unsolved["counts"].values())}
-        issues = len(await service.list_issues())
-        return page("A shared knowledge base of failure patterns", browse_pages.home_body(counts, unsolved, review, issues),
-                    description="Error messages coding agents hit, each with the answer that fixed it, a command that "
-                                "verifies the fix, and what agents reported after running it.",
-                    canonical=absolute(request, "/"), headers=NODE_HEADERS)
+# -- the handlers: each `handler(service, request)` ---------------------------------------------
 
-    async def search_results(request: Request, q: str, env: str) -> Response:
-        try:
-            envelope = await current().search(q, env=env or None, limit=SEARCH_LIMIT)
-        except KnowmeshError as error:
-            body = "<h1>Search</h1>\n" + search_form(q, env) + f"\n<p>{e(error.message)}</p>"
-            return page("Search", body, description="Search Knowmesh", noindex=True, status=error.status,
-                        headers=NODE_HEADERS)
-        return page("Search", browse_pages.search_body(q, env, envelope), description=f"Knowmesh results for {q}",
-                    canonical=absolute(request, "/nodes"), noindex=True, headers=NODE_HEADERS)
 
-    async def nodes_index(request: Request) -> Response:
-        params = request.query_params
-        q = params.get("q", "")
-        if q.strip():
-            return await search_results(request, q, params.get("env", ""))
-        ecosystem = params.get("ecosystem", "").strip()
-        if ecosystem:  # the older address of an ecosystem's list: the same page (its canonical is /nodes/{ecosystem})
-            return await ecosystem_page(request, ecosystem)
-        service = current()
-        counts = await service.ecosystem_counts()
-        description = f"{browse_pages.counts_line(counts)} Every error in Knowmesh, by ecosystem."
-        if sum(c["nodes"] for c in counts) > INLINE_LIMIT:
-            body = browse_pages.index_body(counts, None, {})
-        else:
-            body = browse_pages.index_body(counts, await all_nodes(service), await node_states(service))
-        return page("Nodes", body, description=description, canonical=absolute(request, "/nodes"), headers=NODE_HEADERS)
+async def home(service: Service, request: Request) -> Response:
+    counts = await service.ecosystem_counts()
+    unsolved = await service.review_queue(reason="unsolved", limit=HOME_OPEN_PROBLEMS)
+    issues = len(await service.list_issues())
+    return page("home.html", title="A shared knowledge base of failure patterns",
+                description="Error messages coding agents hit, each with the answer that fixed it, a command that "
+                            "verifies the fix, and what agents reported after running it.",
+                canonical=absolute(request, "/"), headers=NODE_HEADERS,
+                **browse_pages.home(counts, unsolved, sum(unsolved["counts"].values()), issues))
 
-    async def ecosystem_page(request: Request, ecosystem: str) -> Response:
-        service = current()
-        cursor = request.query_params.get("cursor") or None
-        listed = await service.list_nodes(ecosystem=ecosystem, fields="title,ecosystem,has_answer",
-                                          limit=ECOSYSTEM_PAGE, cursor=cursor)
-        name = listed["ecosystem"]
-        counts = await service.ecosystem_counts()
-        count = next((c for c in counts if c["ecosystem"] == name), None)
-        if count is None and not listed["nodes"]:
-            return error_page(404, "No such ecosystem", f"No node has the ecosystem {ecosystem!r}.",
-                              headers=NODE_HEADERS, extra=browse_pages.ecosystem_list(counts))
-        states = await small_mesh_states(service, counts) or {}
-        canonical = absolute(request, browse_pages.ecosystem_page_href(name, cursor))
-        return page(f"{name} problems", browse_pages.ecosystem_body(name, listed, count, states, cursor is None),
-                    description=browse_pages.ecosystem_description(name, count), canonical=canonical,
-                    headers=NODE_HEADERS)
 
-    async def node_page(request: Request, node_id: str) -> Response:
-        service = current()
-        try:
-            result = await service.read_node(node_id, service.read_request(include="archived_failures,alternatives"))
-        except KnowmeshError as error:
-            if error.status in (400, 404):
-                return error_page(404, "Node not found", f"There is no node {node_id!r}.", headers=NODE_HEADERS,
-                                  extra=search_form())
+async def search_results(service: Service, request: Request, q: str, env: str) -> Response:
+    try:
+        envelope = await service.search(q, env=env or None, limit=SEARCH_LIMIT)
+    except KnowmeshError as error:
+        return page("search.html", title="Search", description="Search Knowmesh", noindex=True, status=error.status,
+                    headers=NODE_HEADERS, **browse_pages.search(q, env, None, error.message))
+    return page("search.html", title="Search", description=f"Knowmesh results for {q}",
+                canonical=absolute(request, "/nodes"), noindex=True, headers=NODE_HEADERS,
+                **browse_pages.search(q, env, envelope))
+
+
+async def nodes_index(service: Service, request: Request) -> Response:
+    """/nodes: every node by ecosystem, or with `?q=` search results."""
+    params = request.query_params
+    q = params.get("q", "")
+    if q.strip():
+        return await search_results(service, request, q, params.get("env", ""))
+    ecosystem = params.get("ecosystem", "").strip()
+    if ecosystem:  # the older address of an ecosystem's list: the same page (its canonical is /nodes/{ecosystem})
+        return await ecosystem_list(service, request, ecosystem)
+    counts = await service.ecosystem_counts()
+    small = sum(c["nodes"] for c in counts) <= INLINE_LIMIT
+    nodes, states = (await all_nodes(service), await node_states(service)) if small else (None, {})
+    return page("nodes.html", title="Nodes", description=f"{browse_pages.counts_line(counts)} Every error in Knowmesh, "
+                "by ecosystem.", canonical=absolute(request, "/nodes"), headers=NODE_HEADERS,
+                **browse_pages.index(counts, nodes, states))
+
+
+async def ecosystem_list(service: Service, request: Request, ecosystem: str) -> Response:
+    cursor = request.query_params.get("cursor") or None
+    listed = await service.list_nodes(ecosystem=ecosystem, fields="title,ecosystem,has_answer",
+                                      limit=ECOSYSTEM_PAGE, cursor=cursor)
+    name = listed["ecosystem"]
+    counts = await service.ecosystem_counts()
+    count = next((c for c in counts if c["ecosystem"] == name), None)
+    if count is None and not listed["nodes"]:
+        return error_page(404, "No such ecosystem", f"No node has the ecosystem {ecosystem!r}.",
+                          headers=NODE_HEADERS, ecosystems=counts)
+    states = await small_mesh_states(service, counts) or {}
+    return page("ecosystem.html", title=f"{name} problems", description=browse_pages.ecosystem_description(name, count),
+                canonical=absolute(request, browse_pages.ecosystem_page_href(name, cursor)), headers=NODE_HEADERS,
+                **browse_pages.ecosystem(name, listed, count, states, cursor is None))
+
+
+async def ecosystem_page(service: Service, request: Request) -> Response:
+    """/nodes/{ecosystem}."""
+    return await ecosystem_list(service, request, request.path_params["ecosystem"])
+
+
+def node_id_of(request: Request) -> str:
+    return f"{request.path_params['ecosystem']}/{request.path_params['slug']}"
+
+
+async def node_page(service: Service, request: Request) -> Response:
+    """/nodes/{ecosystem}/{slug}: the article, its answers with their evidence, its history."""
+    node_id = node_id_of(request)
+    try:
+        result = await service.read_node(node_id, service.read_request(include="archived_failures,alternatives"))
+    except KnowmeshError as error:
+        if error.status in (400, 404):
+            return error_page(404, "Node not found", f"There is no node {node_id!r}.", headers=NODE_HEADERS, search=True)
+        raise
+    view = result.body
+    history = await service.article_history(node_id)
+    shared = (await service.list_failures(node_id))["failures"]
+    evidence = await evidence_of(service, view) or {}
+    indexable = view["has_answer"] and view["status"] != "deprecated"
+    headers = {**NODE_HEADERS, "X-Knowmesh-Has-Answer": "true" if view["has_answer"] else "false",
+               "X-Knowmesh-Article-Revision": str(view["revision"])}
+    return page("node.html", title=view["title"], description=node_pages.node_description(view),
+                canonical=absolute(request, view["html_path"]), noindex=not indexable, headers=headers,
+                **node_pages.node(view, history, shared, evidence))
+
+
+async def node_view(service: Service, node_id: str) -> dict[str, Any]:
+    """The node a history or diff page is about (404 page when there is none)."""
+    try:
+        return (await service.read_node(node_id, service.read_request())).body
+    except KnowmeshError as error:
+        if error.status == 400:
+            raise KnowmeshError(404, "node_not_found", f"There is no node {node_id!r}.") from None
+        raise
+
+
+async def history_page(service: Service, request: Request) -> Response:
+    """/nodes/{ecosystem}/{slug}/history."""
+    view = await node_view(service, node_id_of(request))
+    history = await service.article_history(view["id"])
+    return page("history.html", title=f"History of {view['title']}",
+                description=f"Every revision of the Knowmesh article {view['title']}: who changed what, and when.",
+                canonical=absolute(request, node_pages.history_href(view["id"])), noindex=True, headers=NODE_HEADERS,
+                **node_pages.history_page(view, history))
+
+
+async def diff_page(service: Service, request: Request) -> Response:
+    """/nodes/{ecosystem}/{slug}/diff?from=&to= (by default the last edit)."""
+    view = await node_view(service, node_id_of(request))
+    newest = view["revision"]
+    last = revision_param(request, "to", newest)
+    last = newest if last is None else last
+    first = revision_param(request, "from", newest)
+    first = max(1, last - 1) if first is None else first
+    diff = await service.article_history(view["id"], from_revision=first, to_revision=last)
+    return page("diff.html", title=f"Revision {first} → {last} of {view['title']}",
+                description=f"What changed in the Knowmesh article {view['title']} from revision {first} to {last}.",
+                canonical=absolute(request, node_pages.diff_href(view["id"], first, last)), noindex=True,
+                headers=NODE_HEADERS, **node_pages.diff_page(view, diff))
+
+
+async def under_nodes(service: Service, request: Request) -> Response:
+    """Any other address under /nodes/: with a trailing slash, the page itself; otherwise no such node."""
+    rest: str = request.path_params["rest"]
+    if not rest.strip("/"):
+        return RedirectResponse("/nodes", status_code=308)
+    if rest.endswith("/"):  # a copied or hand-typed address with a trailing slash: the page itself
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(node_href(rest.rstrip("/")) + query, status_code=308)
+    return error_page(404, "Node not found", f"There is no node {rest!r}.", headers=NODE_HEADERS, search=True)
+
+
+async def review_page(service: Service, request: Request) -> Response:
+    params = request.query_params
+    limit = params.get("limit")
+    queue = await service.review_queue(limit=None if not limit else to_int(limit, "limit", lowest=1, highest=200),
+                                       offset=params.get("offset") or None, reason=params.get("reason") or None)
+    path = "/review" + (queue_pages.review_page_query(queue, queue["offset"]) if queue["offset"] or queue["reason"] else "")
+    return page("review.html", title="Review queue",
+                description=f"What needs attention in Knowmesh: {queue_pages.review_summary(queue)}",
+                canonical=absolute(request, path), noindex=True, headers=NODE_HEADERS, **queue_pages.review(queue))
+
+
+async def issues_index(service: Service, request: Request) -> Response:
+    issues = await service.list_issues()
+    if not wants_html(request):
+        return PlainTextResponse(issues_markdown(issues), media_type=MARKDOWN, headers=TRUST_HEADERS)
+    return page("issues.html", title="Service issues", description="Reports about the Knowmesh service itself, open "
+                "and resolved.", canonical=absolute(request, "/issues"), headers={**TRUST_HEADERS, **PAGE_HEADERS},
+                **queue_pages.issues(issues))
+
+
+async def issue_page(service: Service, request: Request) -> Response:
+    try:
+        issue = await service.get_issue(request.path_params["number"])
+    except KnowmeshError as error:
+        if not wants_html(request) or error.status != 404:
             raise
-        view = result.body
-        history = await service.article_history(node_id)
-        shared = (await service.list_failures(node_id))["failures"]
-        evidence = await evidence_of(service, view) or {}
-        indexable = view["has_answer"] and view["status"] != "deprecated"
-        headers = {**NODE_HEADERS, "X-Knowmesh-Has-Answer": "true" if view["has_answer"] else "false",
-                   "X-Knowmesh-Article-Revision": str(view["revision"])}
-        return page(view["title"], node_pages.node_body(view, history, shared, evidence),
-                    description=node_pages.node_description(view), canonical=absolute(request, view["html_path"]),
-                    noindex=not indexable, headers=headers)
+        return error_page(404, "Issue not found", error.message, headers={**TRUST_HEADERS, **PAGE_HEADERS})
+    if not wants_html(request):
+        return PlainTextResponse(issue_markdown(issue), media_type=MARKDOWN, headers=TRUST_HEADERS)
+    return page("issue.html", title=f"Issue {issue['number']}",
+                description=f"Knowmesh service issue #{issue['number']} ({issue['status']}): {issue['title']}",
+                canonical=absolute(request, f"/issues/{int(issue['number'])}"), noindex=True,
+                headers={**TRUST_HEADERS, **PAGE_HEADERS}, **queue_pages.issue(issue))
 
-    async def node_view(node_id: str) -> dict[str, Any]:
-        """The node a history or diff page is about (404 page when there is none)."""
-        try:
-            return (await current().read_node(node_id, current().read_request())).body
-        except KnowmeshError as error:
-            if error.status == 400:
-                raise KnowmeshError(404, "node_not_found", f"There is no node {node_id!r}.") from None
+
+async def sitemap(service: Service, request: Request) -> Response:
+    """The fixed pages and every answered node; past SITEMAP_LIMIT URLs, an index of files
+    (`?page=N`), each read from the store alone."""
+    counts = await service.ecosystem_counts()
+    fixed = ["/", "/nodes", *(ecosystem_href(c["ecosystem"]) for c in counts if c["nodes"] > c["open"]),
+             "/docs", *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None)]
+    files = browse_pages.sitemap_files(len(fixed) + sum(c["nodes"] - c["open"] for c in counts))
+    number = request.query_params.get("page")
+    if number is None and files > 1:
+        xml = browse_pages.sitemap_index_xml(absolute(request, ""), files)
+    else:
+        number = 1 if number is None else to_int(number, "page", lowest=1, highest=files, what="a sitemap file number")
+        pages, offset, limit = browse_pages.sitemap_slice(number, len(fixed))
+        nodes = await service.answered_nodes(offset=offset, limit=limit) if limit else []
+        xml = browse_pages.sitemap_xml(absolute(request, ""), fixed[pages], nodes)
+    return Response(xml, media_type="application/xml", headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def robots(service: Service, request: Request) -> Response:
+    text = f"User-agent: *\nDisallow: /mcp\nSitemap: {absolute(request, '/sitemap.xml')}\n"
+    return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def docs_index(service: Service, request: Request) -> Response:
+    return page("docs_index.html", title="Documentation",
+                description="How agents search, read, verify, report and improve Knowmesh articles.",
+                canonical=absolute(request, "/docs"), **doc_pages.docs_index())
+
+
+async def doc_page(service: Service, request: Request) -> Response:
+    name = request.path_params["name"]
+    markdown = doc_pages.load_doc(name)
+    if markdown is None:
+        return error_page(404, "Doc not found", f"There is no doc {name!r}. Docs: {', '.join(DOCS)}.")
+    return page("doc.html", title=doc_pages.doc_title(name, markdown), description=doc_pages.doc_summary(markdown),
+                canonical=absolute(request, f"/docs/{name}"), **doc_pages.doc(name, markdown))
+
+
+async def doc_markdown(service: Service, request: Request) -> Response:
+    requested = request.path_params["name"]
+    name = requested.removesuffix(".md")
+    markdown = doc_pages.load_doc(name) if requested.endswith(".md") else None
+    if markdown is None:
+        raise doc_pages.doc_not_found(requested)
+    return PlainTextResponse(markdown, media_type=MARKDOWN, headers={"X-Content-Type-Options": "nosniff"})
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageRoute:
+    """A page's address, its handler, and whether its 400 or 404 is an HTML page (the node pages)."""
+
+    path: str
+    handler: Handler
+    html_errors: bool = False
+
+
+PAGES = (
+    PageRoute("/", home, html_errors=True),
+    PageRoute("/nodes", nodes_index, html_errors=True),
+    PageRoute("/nodes/{ecosystem}", ecosystem_page, html_errors=True),
+    PageRoute("/nodes/{ecosystem}/{slug}", node_page, html_errors=True),
+    PageRoute("/nodes/{ecosystem}/{slug}/history", history_page, html_errors=True),
+    PageRoute("/nodes/{ecosystem}/{slug}/diff", diff_page, html_errors=True),
+    PageRoute("/nodes/{rest:path}", under_nodes, html_errors=True),
+    PageRoute("/review", review_page, html_errors=True),
+    PageRoute("/issues", issues_index),
+    PageRoute("/issues/{number}", issue_page),
+    PageRoute("/sitemap.xml", sitemap),
+    PageRoute("/robots.txt", robots),
+    PageRoute("/docs", docs_index),
+    PageRoute("/docs/{name}", doc_page),
+    PageRoute("/v1/docs/{name}", doc_markdown),
+)
+
+
+async def endpoint(route: PageRoute, current: Current, request: Request) -> Response:
+    """Every page route's endpoint: its handler over the app's service. On a route with
+    `html_errors`, a 400 or 404 is a page too (other statuses, such as a merged node's 301, go on
+    to the app's handler, which adds the Location)."""
+    try:
+        return await route.handler(current(), request)
+    except KnowmeshError as error:
+        if not route.html_errors or error.status not in (400, 404):
             raise
+        title = "Not found" if error.status == 404 else "Bad request"
+        return error_page(error.status, title, error.message, headers=NODE_HEADERS)
 
-    async def history_page(request: Request, node_id: str) -> Response:
-        view = await node_view(node_id)
-        history = await current().article_history(view["id"])
-        return page(f"History of {view['title']}", node_pages.history_body(view, history),
-                    description=f"Every revision of the Knowmesh article {view['title']}: who changed what, and when.",
-                    canonical=absolute(request, node_pages.history_href(view["id"])), noindex=True, headers=NODE_HEADERS)
 
-    async def diff_page(request: Request, node_id: str) -> Response:
-        view = await node_view(node_id)
-        newest = view["revision"]
-        last = revision_param(request, "to", newest)
-        last = newest if last is None else last
-        first = revision_param(request, "from", newest)
-        first = max(1, last - 1) if first is None else first
-        diff = await current().article_history(view["id"], from_revision=first, to_revision=last)
-        return page(f"Revision {first} → {last} of {view['title']}", node_pages.diff_body(view, diff),
-                    description=f"What changed in the Knowmesh article {view['title']} from revision {first} to {last}.",
-                    canonical=absolute(request, node_pages.diff_href(view["id"], first, last)), noindex=True,
-                    headers=NODE_HEADERS)
-
-    async def under_nodes(request: Request) -> Response:
-        """/nodes/{ecosystem}, /nodes/{id}, /nodes/{id}/history, /nodes/{id}/diff."""
-        rest: str = request.path_params["rest"]
-        if not rest.strip("/"):
-            return RedirectResponse("/nodes", status_code=308)
-        if rest.endswith("/"):  # a copied or hand-typed address with a trailing slash: the page itself
-            query = f"?{request.url.query}" if request.url.query else ""
-            return RedirectResponse(node_href(rest.rstrip("/")) + query, status_code=308)
-        parts = rest.split("/")
-        if len(parts) == 1:
-            return await ecosystem_page(request, rest)
-        if len(parts) == 3 and parts[2] == "history":
-            return await history_page(request, "/".join(parts[:2]))
-        if len(parts) == 3 and parts[2] == "diff":
-            return await diff_page(request, "/".join(parts[:2]))
-        return await node_page(request, rest)
-
-    async def review_page(request: Request) -> Response:
-        params = request.query_params
-        limit = params.get("limit")
-        queue = await current().review_queue(
-            limit=None if not limit else to_int(limit, "limit", lowest=1, highest=200),
-            offset=params.get("offset") or None, reason=params.get("reason") or None)
-        path = "/review" + (queue_pages.review_page_query(queue, queue["offset"]) if queue["offset"] or queue["reason"] else "")
-        return page("Review queue", queue_pages.review_body(queue),
-                    description=f"What needs attention in Knowmesh: {queue_pages.review_summary(queue)}",
-                    canonical=absolute(request, path), noindex=True, headers=NODE_HEADERS)
-
-    async def issues_index(request: Request) -> Response:
-        issues = await current().list_issues()
-        if not wants_html(request):
-            return PlainTextResponse(issues_markdown(issues), media_type=MARKDOWN, headers=TRUST_HEADERS)
-        return page("Service issues", queue_pages.issues_body(issues),
-                    description="Reports about the Knowmesh service itself, open and resolved.",
-                    canonical=absolute(request, "/issues"), headers={**TRUST_HEADERS, **PAGE_HEADERS})
-
-    async def issue_page(request: Request) -> Response:
-        try:
-            issue = await current().get_issue(request.path_params["number"])
-        except KnowmeshError as error:
-            if not wants_html(request) or error.status != 404:
-                raise
-            return error_page(404, "Issue not found", error.message, headers={**TRUST_HEADERS, **PAGE_HEADERS})
-        if not wants_html(request):
-            return PlainTextResponse(issue_markdown(issue), media_type=MARKDOWN, headers=TRUST_HEADERS)
-        return page(f"Issue {issue['number']}", queue_pages.issue_body(issue),
-                    description=f"Knowmesh service issue #{issue['number']} ({issue['status']}): {issue['title']}",
-                    canonical=absolute(request, f"/issues/{int(issue['number'])}"), noindex=True,
-                    headers={**TRUST_HEADERS, **PAGE_HEADERS})
-
-    async def sitemap(request: Request) -> Response:
-        """The fixed pages and every answered node; past SITEMAP_LIMIT URLs, an index of files
-        (`?page=N`), each read from the store alone."""
-        service = current()
-        counts = await service.ecosystem_counts()
-        fixed = ["/", "/nodes", *(ecosystem_href(c["ecosystem"]) for c in counts if c["nodes"] > c["open"]),
-                 "/docs", *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None)]
-        files = browse_pages.sitemap_files(len(fixed) + sum(c["nodes"] - c["open"] for c in counts))
-        number = request.query_params.get("page")
-        if number is None and files > 1:
-            xml = browse_pages.sitemap_index_xml(absolute(request, ""), files)
-        else:
-            number = 1 if number is None else to_int(number, "page", lowest=1, highest=files, what="a sitemap file number")
-            pages, offset, limit = browse_pages.sitemap_slice(number, len(fixed))
-            nodes = await service.answered_nodes(offset=offset, limit=limit) if limit else []
-            xml = browse_pages.sitemap_xml(absolute(request, ""), fixed[pages], nodes)
-        return Response(xml, media_type="application/xml", headers={"X-Content-Type-Options": "nosniff"})
-
-    async def robots(request: Request) -> Response:
-        text = f"User-agent: *\nDisallow: /mcp\nSitemap: {absolute(request, '/sitemap.xml')}\n"
-        return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff"})
-
-    async def docs_index(request: Request) -> Response:
-        return page("Documentation", doc_pages.docs_index_body(),
-                    description="How agents search, read, verify, report and improve Knowmesh articles.",
-                    canonical=absolute(request, "/docs"))
-
-    async def doc_page(request: Request) -> Response:
-        name = request.path_params["name"]
-        markdown = doc_pages.load_doc(name)
-        if markdown is None:
-            return error_page(404, "Doc not found", f"There is no doc {name!r}. Docs: {', '.join(DOCS)}.")
-        return page(doc_pages.doc_title(name, markdown), doc_pages.doc_body(name, markdown),
-                    description=doc_pages.doc_summary(markdown), canonical=absolute(request, f"/docs/{name}"))
-
-    async def doc_markdown(request: Request) -> Response:
-        requested = request.path_params["name"]
-        name = requested.removesuffix(".md")
-        markdown = doc_pages.load_doc(name) if requested.endswith(".md") else None
-        if markdown is None:
-            raise doc_pages.doc_not_found(requested)
-        return PlainTextResponse(markdown, media_type=MARKDOWN, headers={"X-Content-Type-Options": "nosniff"})
-
-    return [
-        Route("/", html_errors(home), methods=["GET"]),
-        Route("/nodes", html_errors(nodes_index), methods=["GET"]),
-        Route("/nodes/{rest:path}", html_errors(under_nodes), methods=["GET"]),
-        Route("/review", html_errors(review_page), methods=["GET"]),
-        Route("/issues", issues_index, methods=["GET"]),
-        Route("/issues/{number}", issue_page, methods=["GET"]),
-        Route("/sitemap.xml", sitemap, methods=["GET"]),
-        Route("/robots.txt", robots, methods=["GET"]),
-        Route("/docs", docs_index, methods=["GET"]),
-        Route("/docs/{name}", doc_page, methods=["GET"]),
-        Route("/v1/docs/{name}", doc_markdown, methods=["GET"]),
-    ]
+def page_routes(current: Current) -> list[Route]:
+    """The table's routes, each bound to `current` (the app's service getter)."""
+    return [Route(route.path, partial(endpoint, route, current), methods=["GET"], name=route.handler.__name__)
+            for route in PAGES]

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from markupsafe import escape
 
 from knowmesh_mcp import doc_pages, pages
 from knowmesh_mcp.service import Service, load_documents
@@ -56,6 +57,11 @@ def open_problem(make_doc, **overrides: Any) -> dict[str, Any]:
 def solved_report(agent: str) -> dict[str, Any]:
     return {"node": NODE, "solution": "venv-macos", "outcome": "solved", "env": MAC, "agent": {"id": agent},
             "evidence": {"verify": ".venv/bin/python -c 'import requests'", "exit_code": 0}}
+
+
+def escaped(text: str) -> str:
+    """`text` as the pages' templates escape it (Jinja2 autoescape: `&#34;` and `&#39;` for quotes)."""
+    return str(escape(text))
 
 
 def robots_noindex(text: str) -> bool:
@@ -159,7 +165,7 @@ async def test_index_lists_every_node_grouped_by_ecosystem(service: Service, htt
         return text[start:text.index("</li>", start)]
 
     verified = entry(NODE)
-    assert html.escape(make_doc()["title"]) in verified and "answered" in verified and "verified" in verified
+    assert escaped(make_doc()["title"]) in verified and "answered" in verified and "verified" in verified
     unsolved = entry("python/requests-import-fails-after-reinstall")
     assert "open problem" in unsolved and "verified" not in unsolved
     assert "draft" in entry("rust/borrow-of-moved-value")
@@ -227,7 +233,7 @@ async def test_search_form_shows_results_instead_of_the_list(service: Service, h
     assert robots_noindex(text)  # result pages are not for search engines
     assert f'href="/nodes/{NODE}"' in text and "rust/borrow-of-moved-value" not in text
     assert "Use the venv interpreter (macOS)" in text  # the one answer for this environment
-    assert html.escape(query) in text and 'value="macos-15,python-3.12,pip"' in text  # the form keeps the query
+    assert escaped(query) in text and 'value="macos-15,python-3.12,pip"' in text  # the form keeps the query
     assert '<h2 id="eco-python">' not in text
 
     nothing = await http.get("/nodes", params={"q": "zzqx wobble frobnicate"})
@@ -239,7 +245,7 @@ async def test_search_form_shows_results_instead_of_the_list(service: Service, h
     hostile = await http.get("/nodes", params={"q": HOSTILE_ATTR + HOSTILE_TAG, "env": HOSTILE_ATTR})
     assert hostile.status_code == 200
     assert_safe_page(hostile)
-    assert "<img" not in hostile.text and html.escape(HOSTILE_ATTR) in hostile.text
+    assert "<img" not in hostile.text and escaped(HOSTILE_ATTR) in hostile.text
 
 
 async def test_node_page_shows_the_article_answers_states_and_history(
@@ -268,7 +274,7 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     for expected in (document["title"], NODE, "Status: draft", content["symptom"], content["context"],
                      document["signature"]["error"],
                      document["signature"]["aliases"][0], "python>=3.8"):
-        assert html.escape(expected) in text, expected
+        assert escaped(expected) in text, expected
     assert "compare <code>pip -V</code> and <code>python -V</code>." in text  # code spans in prose, escaped first
     for heading in ("Error", "Symptom", "Context", "Root cause", "Answers (2)", "Outcome reports", "Alternatives",
                     "Failed attempts", "Boundaries", "History"):
@@ -280,7 +286,7 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     assert steps.count("<li>") == 2
     assert steps.index("python3 -m venv .venv") < steps.index(".venv/bin/python -m pip install requests")
     assert "<pre><code>python3 -m venv .venv</code></pre>" in steps
-    assert f"<pre><code>{html.escape(content['solutions'][0]['verify']['command'])}</code></pre>" in macos
+    assert f"<pre><code>{escaped(content['solutions'][0]['verify']['command'])}</code></pre>" in macos
     assert "Expected: <code>exit 0</code>" in macos
     assert re.search(r'class="badge b-verified"[^>]*>verified</span>', macos)
     assert "<li>Worked for 2 agents on macos · python 3 · pip (verified there).</li>" in macos
@@ -288,10 +294,10 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     assert "Environment: <code>linux</code>" in linux and "No agent has reported running this revision" in linux
     assert "2 report(s) on the current answers · solved 2 · failed 0" in text
 
-    assert html.escape(content["failed_attempts"][0]) in text  # the article's dead ends, kept for reference
+    assert escaped(content["failed_attempts"][0]) in text  # the article's dead ends, kept for reference
     assert "Reinstalled with the system pip." in text and "Installed into another interpreter." in text
     assert "<pre><code>python app.py</code></pre>" in text
-    assert html.escape(content["boundaries"][0]) in text and html.escape(content["alternatives"][0]) in text
+    assert escaped(content["boundaries"][0]) in text and escaped(content["alternatives"][0]) in text
 
     history = text[text.index('<h2 id="history">'):]
     assert history.index("Revision 2") < history.index("Revision 1")  # newest first
@@ -331,11 +337,11 @@ async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: h
         assert_safe_page(response)
         text = response.text
         assert "<img" not in text and "<script" not in text, path
-        assert html.escape(HOSTILE_TAG) in text, path
+        assert escaped(HOSTILE_TAG) in text, path
     page_text = (await http.get("/nodes/python/hostile-text")).text
-    assert html.escape(HOSTILE_ATTR) in page_text
-    assert f"<title>Broken {html.escape(HOSTILE_TAG)} page · Knowmesh</title>" in page_text
-    assert page_text.count(html.escape(HOSTILE_TAG)) >= 8  # title, error, alias, prose, steps, verify, notes, history
+    assert escaped(HOSTILE_ATTR) in page_text
+    assert f"<title>Broken {escaped(HOSTILE_TAG)} page · Knowmesh</title>" in page_text
+    assert page_text.count(escaped(HOSTILE_TAG)) >= 8  # title, error, alias, prose, steps, verify, notes, history
 
 
 async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.AsyncClient, make_doc):
@@ -495,7 +501,7 @@ async def test_front_door(service: Service, http: httpx2.AsyncClient, make_doc):
     assert '<a href="/nodes/rust">rust</a> <span class="meta">1</span>' in text
     assert has_heading(text, "Open problems (1)")
     assert 'href="/nodes/python/requests-import-fails-after-reinstall"' in text
-    assert f"Open {html.escape(HOSTILE_TAG)} problem" in text and "<script>" not in text
+    assert f"Open {escaped(HOSTILE_TAG)} problem" in text and "<script>" not in text
     for href in ('href="/review"', 'href="/issues"', 'href="/docs"', 'href="/llms.txt"'):
         assert href in text, href
     assert "1 report</a>" not in text and "1 report about Knowmesh itself" in text
@@ -579,7 +585,7 @@ async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient
     assert robots_noindex(history.text) and canonical_of(history) == origin(history) + f"/nodes/{NODE}/history"
     text = history.text
     assert text.index('id="revision-2"') < text.index('id="revision-1"')  # newest first
-    assert "agent-editor" in text and html.escape(f"Warn {HOSTILE_TAG}") in text and "<script>" not in text
+    assert "agent-editor" in text and escaped(f"Warn {HOSTILE_TAG}") in text and "<script>" not in text
     assert f'href="/nodes/{NODE}/diff?from=1&amp;to=2"' in text
     assert "<code>/content/root_cause</code>" in text  # which fields each revision changed
     assert f'action="/nodes/{NODE}/diff"' in text and 'name="from"' in text and 'name="to"' in text
@@ -592,7 +598,7 @@ async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient
     assert "<h1>Revision 1 → 2 of" in text and "2 fields changed." in text
     assert has_heading(text, "<code>/content/root_cause</code> changed")
     assert '<span class="del">- pip installed into a different interpreter than the one running the script.</span>' in text
-    assert f'<span class="add">+ Two interpreters {html.escape(HOSTILE_ATTR)}</span>' in text
+    assert f'<span class="add">+ Two interpreters {escaped(HOSTILE_ATTR)}</span>' in text
     assert '<span class="del">- 2. .venv/bin/python -m pip install requests</span>' in text
     assert '<span class="add">+ 2. .venv/bin/python -m pip install --upgrade requests</span>' in text
     assert "<img" not in text
@@ -732,7 +738,7 @@ async def test_review_page_lists_urgent_items_with_their_requests(service: Servi
     assert has_heading(text, 'failed_answer <span class="meta">(1 here, 1 in all)</span> ')
     assert "Two independent agents reported the current answer failed." in text
     assert "<code>POST /v1/feedback</code>" in text and f"<code>PATCH /v1/nodes/{NODE}/article</code>" in text
-    assert html.escape(f"Hostile {HOSTILE_TAG}") in text and "<script>" not in text
+    assert escaped(f"Hostile {HOSTILE_TAG}") in text and "<script>" not in text
     assert 'id="reasons"' in text  # the legend
 
 
@@ -755,12 +761,12 @@ async def test_issues_are_html_pages_for_a_browser(service: Service, http: httpx
     listing = await http.get("/issues", headers=browser)
     assert listing.status_code == 200
     assert_safe_page(listing)
-    assert 'href="/issues/1"' in listing.text and html.escape(f"Search {HOSTILE_TAG}") in listing.text
+    assert 'href="/issues/1"' in listing.text and escaped(f"Search {HOSTILE_TAG}") in listing.text
     assert "1 issue, 1 open" in listing.text and "badge b-open" in listing.text
     one = await http.get("/issues/1", headers=browser)
     assert one.status_code == 200
     assert_safe_page(one)
-    assert f'<p class="prose">Line one\n{html.escape(HOSTILE_ATTR)}\nline three</p>' in one.text
+    assert f'<p class="prose">Line one\n{escaped(HOSTILE_ATTR)}\nline three</p>' in one.text
     assert "<dt>endpoint</dt>" in one.text and "<img" not in one.text and "<script>" not in one.text
     assert "# Service issues" not in listing.text  # a page, not Markdown shown in a browser
     missing = await http.get("/issues/99", headers=browser)
