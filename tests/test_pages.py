@@ -331,13 +331,41 @@ async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: h
                                 summary=f"{HOSTILE_TAG} {HOSTILE_ATTR}",
                                 ops=[{"op": "set", "path": "/content/boundaries", "value": [HOSTILE_TAG]}])
 
-    for path, params in (("/nodes/python/hostile-text", None), ("/nodes", None), ("/nodes", {"q": "RuntimeError broken page"})):
-        response = await http.get(path, params=params)
-        assert response.status_code == 200, path
-        assert_safe_page(response)
+    # An open problem whose title and symptom are hostile (it shows on the front door and the review
+    # queue), and a hostile service issue: every kind of page shows some attacker text.
+    await service.create_node(open_problem(make_doc, title=f"Open {HOSTILE_ATTR} {HOSTILE_TAG}",
+                                           content={**base["content"], "solutions": [], "symptom": HOSTILE_ATTR}))
+    await service.file_issue({"title": f"Issue {HOSTILE_ATTR} {HOSTILE_TAG}", "body": HOSTILE_ATTR,
+                              "endpoint": HOSTILE_TAG, "labels": [HOSTILE_ATTR]})
+    browser = {"accept": "text/html"}
+    pages_shown = (  # (path, query, status, the hostile texts the page must show escaped)
+        ("/", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes/python", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes", {"q": "RuntimeError broken page"}, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes", {"q": HOSTILE_ATTR + HOSTILE_TAG, "env": HOSTILE_ATTR}, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes/python/hostile-text", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes/python/hostile-text/history", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/nodes/python/hostile-text/diff", None, 200, (HOSTILE_TAG,)),
+        ("/nodes/python/requests-import-fails-after-reinstall", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/review", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/review", {"reason": "unsolved"}, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/issues", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/issues/1", None, 200, (HOSTILE_TAG, HOSTILE_ATTR)),
+        ("/docs", None, 200, ()),
+        ("/docs/" + HOSTILE_ATTR + HOSTILE_TAG, None, 404, (HOSTILE_TAG,)),
+        ("/nodes/" + HOSTILE_TAG, None, 404, (HOSTILE_TAG,)),
+        ("/nodes/python/" + HOSTILE_ATTR, None, 404, (HOSTILE_ATTR,)),
+    )
+    for path, params, status, shown in pages_shown:
+        response = await http.get(path, params=params, headers=browser)
+        where = (path, params)
+        assert response.status_code == status, where
+        assert_safe_page(response, docs=path == "/docs")
         text = response.text
-        assert "<img" not in text and "<script" not in text, path
-        assert escaped(HOSTILE_TAG) in text, path
+        assert "<img" not in text and "<script" not in text and "onerror=alert(1)>" not in text, where
+        for hostile in shown:
+            assert escaped(hostile) in text, (where, hostile)
     page_text = (await http.get("/nodes/python/hostile-text")).text
     assert escaped(HOSTILE_ATTR) in page_text
     assert f"<title>Broken {escaped(HOSTILE_TAG)} page · Knowmesh</title>" in page_text
