@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -175,3 +177,75 @@ async def test_read_only_server_refuses_every_write(service: Service):
             response = await client.request(method, path, json={})
             assert (response.status_code, response.json()["error"]["code"]) == (403, "read_only"), path
         assert (await client.get("/v1/nodes")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow", "error"),
+    [("DELETE", "/v1/nodes/python/x", 405, "HEAD, GET", None),
+     ("POST", "/v1/nodes/python/x/article", 405, "HEAD, GET, PATCH", None),
+     ("PUT", "/v1/nodes/python/x/article/revisions", 405, "HEAD, GET, POST", None),
+     ("GET", "/v1/nodes/python/x/status", 405, "POST", None),
+     ("GET", "/v1/nodes/python/x/solutions", 405, "POST", None),
+     ("PATCH", "/v1/nodes/python/x/versions/sha256:0.md", 405, "HEAD, GET", None),
+     ("GET", "/v1/nodes/x/article", 400, None, ("invalid_id", "x")),  # the id before the first suffix that ends the path
+     ("GET", "/v1/nodes/a/b/c/failures", 400, None, ("invalid_id", "a/b/c")),
+     ("GET", "/v1/nodes//s/versions/v", 400, None, ("invalid_id", "/s")),  # a pinned version: exactly four segments
+     ("GET", "/v1/nodes/python/x/versions/a/b", 400, None, ("invalid_id", "python/x/versions/a/b")),
+     ("GET", "/v1/nodes/python/x.md.md", 400, None, ("invalid_id", "python/x.md")),
+     ("POST", "/v1/nodes/x/solutions", 410, None, ("gone", None))],
+)
+async def test_node_routes_match_by_suffix_and_answer_405_with_allow(service: Service, method, path, status, allow, error):
+    """Under /v1/nodes/ the first route whose path matches answers every method: a method it does
+    not serve is its 405 with its Allow, a malformed id its 400 naming the id."""
+    from knowmesh_mcp.http_app import build_app
+
+    app = build_app(service=service, with_mcp=False)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        response = await client.request(method, path, json={} if method in ("POST", "PUT", "PATCH") else None)
+    assert response.status_code == status, response.text
+    assert response.headers.get("allow") == allow
+    body = response.json()["error"]
+    if status == 405:
+        assert body == {"code": "method_not_allowed", "message": f"{method} is not allowed here; use {allow}"}
+    else:
+        assert (body["code"], body.get("id")) == error
+
+
+# -- the adapters' shape (issue 49): module-level handlers, no function over 80 lines -----------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "knowmesh_mcp"
+MCP_NESTED = "mcp_server.py defines register_tool's handler and build_mcp_server's resource and prompt functions inside them"
+
+
+def shape_problems(path: Path) -> list[str]:
+    """Functions defined inside another function, and functions over 80 lines, in one module."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    problems = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, functions):
+            continue
+        if node.end_lineno - node.lineno + 1 > 80:
+            problems.append(f"{path.name}:{node.lineno} {node.name} is {node.end_lineno - node.lineno + 1} lines")
+        problems += [f"{path.name}:{inner.lineno} {inner.name} is defined inside {node.name}"
+                     for inner in ast.walk(node) if inner is not node and isinstance(inner, functions)]
+    return problems
+
+
+@pytest.mark.parametrize("module", [
+    "http_app.py", "api_routes.py",
+    pytest.param("mcp_server.py", marks=pytest.mark.xfail(strict=True, reason=MCP_NESTED)),
+    *sorted(path.relative_to(PACKAGE).as_posix() for path in (PACKAGE / "tools").glob("*.py")),
+])
+def test_adapters_define_no_function_inside_another_and_none_over_80_lines(module):
+    assert shape_problems(PACKAGE / module) == []
+
+
+def test_every_v1_route_is_a_module_level_handler():
+    from knowmesh_mcp import api_routes
+
+    for route in api_routes.ROUTES:
+        by_method = getattr(route.endpoint, "__self__", None)
+        handlers = by_method.handlers.values() if isinstance(by_method, api_routes.ByMethod) else [route.endpoint]
+        for handler in handlers:
+            assert handler.__module__ == "knowmesh_mcp.api_routes" and handler.__qualname__ == handler.__name__, route.path
+            assert getattr(api_routes, handler.__name__) is handler, route.path

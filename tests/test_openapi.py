@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from starlette.routing import Route
 
 from knowmesh_mcp import bodies
+from knowmesh_mcp.api_routes import ByMethod
 from knowmesh_mcp.http_app import build_app
 from knowmesh_mcp.openapi import OPERATIONS, openapi_document
 from knowmesh_mcp.service import Service
@@ -34,15 +35,17 @@ FUZZ_CHECKS = ",".join((
 def test_every_route_of_the_app_is_documented():
     app = build_app(db_path=":memory:", with_mcp=False)
     documented = {(op.path, op.method) for op in OPERATIONS}
+    routed = set()
     for route in app.routes:
         assert isinstance(route, Route)
-        if route.path == "/v1/nodes/{rest:path}":
-            continue  # the node routes, documented one by one and requested below
-        path = route.path.replace("{rest:path}", "{ecosystem}/{slug}")
-        for method in route.methods - {"HEAD"}:
-            assert (path, method) in documented, (path, method)
+        path = re.sub(r"\{(\w+):segment\}", r"{\1}", route.path)  # a node id whole, or its parts, as documented:
+        path = path.replace("{node:path}", "{ecosystem}/{slug}").replace("{rest:path}", "{ecosystem}/{slug}")
+        by_method = getattr(route.endpoint, "__self__", None)  # a node route takes every method and answers 405 itself
+        methods = set(by_method.handlers) if isinstance(by_method, ByMethod) else route.methods - {"HEAD"}
+        routed |= {(path, method) for method in methods}
+    assert routed <= documented, sorted(routed - documented)
     node_routes = {(path, method) for path, method in documented if path.startswith("/v1/nodes/{")}
-    assert len(node_routes) == 13  # the suffixes of http_app.node_subroutes, with .md and pinned versions
+    assert len(node_routes) == 13 and node_routes <= routed  # the node routes' suffixes, with .md and pinned versions
 
 
 @pytest.mark.anyio
