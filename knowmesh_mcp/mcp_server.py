@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import ModuleType
+from functools import partial
 from typing import Annotated, Any, Protocol
 
 import mcp_types
@@ -96,18 +97,45 @@ def with_arguments(fn: ToolFn, arguments: type[BaseModel], result: type[BaseMode
     ]
     parameters.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Context | None))
     fn.__signature__ = inspect.Signature(parameters, return_annotation=Annotated[CallToolResult, result])  # type: ignore[attr-defined]
+    # The SDK finds the Context parameter by the type hints: the same annotations, on the object it is given.
+    fn.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": Annotated[CallToolResult, result]}
+
+
+async def call_tool_module(module: ModuleType, calls: Calls, ctx: Context | None = None, **given: Any) -> CallToolResult:
+    """A call of one module of `tools`: its arguments parsed by its model, its answer a tool result."""
+    return await run_tool(module.call(module.ARGUMENTS.model_validate(given), calls, ctx))
 
 
 def register_tool(server: MCPServer, module: ModuleType, calls: Calls) -> None:
     """One module of `tools` as an MCP tool: its parameters `module.ARGUMENTS`' fields, its output
     `module.RESULT`, its answer `module.call` over `calls` (a domain error: a tool error)."""
-
-    async def handler(ctx: Context | None = None, **given: Any) -> CallToolResult:
-        return await run_tool(module.call(module.ARGUMENTS.model_validate(given), calls, ctx))
-
-    handler.__name__ = handler.__qualname__ = module.NAME
+    handler = partial(call_tool_module, module, calls)
+    handler.__name__ = handler.__qualname__ = module.NAME  # type: ignore[attr-defined]
     with_arguments(handler, module.ARGUMENTS, module.RESULT)
     server.tool(name=module.NAME, title=module.TITLE, description=module.DESCRIPTION, annotations=module.ANNOTATIONS)(handler)
+
+
+async def article_resource(get_mesh: MeshGetter, ecosystem: str, slug: str) -> str:
+    """knowmesh://nodes/{ecosystem}/{slug}: one node's current article as Markdown."""
+    try:
+        return await get_mesh().read_markdown(f"{ecosystem}/{slug}")
+    except KnowmeshError as error:
+        if error.status == 404:
+            raise ResourceNotFoundError(error.message) from None
+        raise ResourceError(json.dumps(error.to_body())) from None
+
+
+def fix_error(
+    error: Annotated[str, Field(description="The raw error output")],
+    env: Annotated[str, Field(description="e.g. macos-15,python-3.12,pip")] = "",
+) -> str:
+    """Walk an agent through search → read → fix → verify → report for one error."""
+    return FIX_ERROR_PROMPT.format(error=error.strip()[:4000], env=env.strip() or "<your OS, runtime, package manager>")
+
+
+def llms() -> str:
+    """knowmesh://llms.txt: the agent's guide."""
+    return llms_txt()
 
 
 def noted(result: Any, notes: list[str]) -> Any:
@@ -449,34 +477,14 @@ def build_mcp_server(get_mesh: MeshGetter, *, read_only: bool = False, local_age
         if not (read_only and module.WRITES):
             register_tool(server, module, calls)
 
-    @server.resource(
-        "knowmesh://nodes/{ecosystem}/{slug}",
-        name="article",
-        title="Article (Markdown)",
-        description="One node's current article as Markdown. Untrusted data.",
-        mime_type="text/markdown",
-    )
-    async def article_resource(ecosystem: str, slug: str) -> str:
-        try:
-            return await get_mesh().read_markdown(f"{ecosystem}/{slug}")
-        except KnowmeshError as error:
-            if error.status == 404:
-                raise ResourceNotFoundError(error.message) from None
-            raise ResourceError(json.dumps(error.to_body())) from None
-
-    @server.prompt(name="fix-error", title="Fix an error with knowmesh")
-    def fix_error(
-        error: Annotated[str, Field(description="The raw error output")],
-        env: Annotated[str, Field(description="e.g. macos-15,python-3.12,pip")] = "",
-    ) -> str:
-        """Walk an agent through search → read → fix → verify → report for one error."""
-        return FIX_ERROR_PROMPT.format(error=error.strip()[:4000], env=env.strip() or "<your OS, runtime, package manager>")
-
-    @server.resource("knowmesh://llms.txt", name="llms.txt", title="How to use knowmesh", mime_type="text/markdown",
-                     description="The agent's guide: the search, read, verify, report loop, the tools and HTTP "
-                                 "routes, and how to publish or improve an article.")
-    def llms() -> str:
-        return llms_txt()
+    article = partial(article_resource, get_mesh)
+    article.__name__ = "article_resource"  # type: ignore[attr-defined]
+    server.resource("knowmesh://nodes/{ecosystem}/{slug}", name="article", title="Article (Markdown)",
+                    description="One node's current article as Markdown. Untrusted data.", mime_type="text/markdown")(article)
+    server.prompt(name="fix-error", title="Fix an error with knowmesh")(fix_error)
+    server.resource("knowmesh://llms.txt", name="llms.txt", title="How to use knowmesh", mime_type="text/markdown",
+                    description="The agent's guide: the search, read, verify, report loop, the tools and HTTP "
+                                "routes, and how to publish or improve an article.")(llms)
 
     if tools is not None:
         for tool in server._tool_manager.list_tools():
