@@ -32,7 +32,6 @@ from .store.rows import ARTICLE_SHIFT, COUNT_CAP, FIELD_MASK, SIGNATURE_SHIFT
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 FEATURES = (
-    "signature_exact",  # the whole input or its first decisive line is the node's error or an alias, values included
     "signature_first",  # the whole input or its first decisive line hashes equal to the node's error
     "signature_cause",  # a later decisive line that names a cause (not a wrapper) does
     "values_named",  # the node is about its quoted value (its id names it) and the query names it too
@@ -235,7 +234,6 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
     return {
-        "signature_exact": 1.0 if candidate.exact else 0.0,
         "signature_first": 1.0 if first_line else 0.0,
         "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
         "values_named": 1.0 if specific and specific <= everything else 0.0,
