@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ import search_eval  # noqa: E402
 
 from knowmesh_mcp.environment import parse_env  # noqa: E402
 from knowmesh_mcp.normalize import canonical_ecosystem  # noqa: E402
-from knowmesh_mcp.ranking import AGAINST, FEATURES, WEIGHTS_FILE  # noqa: E402
+from knowmesh_mcp.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
 from knowmesh_mcp.search import QueryPlan  # noqa: E402
 from knowmesh_mcp.service import Service  # noqa: E402
 
@@ -84,9 +85,14 @@ def fit(x: np.ndarray, y: np.ndarray, penalty: float, iterations: int = 50) -> n
     return beta
 
 
+# Features that are evidence against a node (ranking.FEATURES' comments): their weights must be negative,
+# every other feature's positive (`fit_signed`).
+AGAINST = frozenset({"values_conflict", "values_unnamed", "value_shape_conflict", "slug_missing", "ecosystem_other"})
+
+
 def fit_signed(x: np.ndarray, y: np.ndarray, penalty: float) -> np.ndarray:
     """`fit`, leaving out one at a time the feature whose weight most contradicts its meaning (negative
-    for evidence for a node, positive for evidence against it: `ranking.AGAINST`), until none does.
+    for evidence for a node, positive for evidence against it: `AGAINST`), until none does.
 
     Correlated features can trade weight and take signs nobody can explain (`line_coverage` -3.03
     beside `template_coverage`); a weight a reader cannot explain in one line is a weight fitted to
@@ -113,7 +119,7 @@ def stacked(items: list[tuple[int, np.ndarray, np.ndarray]]) -> tuple[np.ndarray
     return np.vstack([x for _, x, _ in items]), np.concatenate([y for _, _, y in items])
 
 
-def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]], fitter: Any = fit) -> tuple[float, dict[float, float]]:
+def choose_penalty(items: list[tuple[int, np.ndarray, np.ndarray]], fitter: Callable[..., np.ndarray] = fit) -> tuple[float, dict[float, float]]:
     """The penalty with the lowest cross-validated log loss (folds by query, so a query is never split)."""
     losses = {}
     for penalty in PENALTIES:

@@ -11,7 +11,7 @@ into its words (`ModuleNotFoundError` is `modulenotfounderror` and `modul`, `not
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import snowballstemmer
@@ -161,14 +161,14 @@ def slug_terms(node_id: str) -> frozenset[str]:
     return slug_keys(node_id) - STOPWORDS
 
 
-def signature_keys(text: str) -> set[str]:
+def signature_keys(text: str, key: Callable[[str], str] = normalize_signature) -> set[str]:
     """Normalized forms under which a stored error (or a query) is matched exactly.
 
-    The whole text and each of its decisive lines, normalized: a traceback pasted whole and a
-    node that stores only its last line meet on the last line.
+    The whole text and each of its decisive lines, normalized (by `key`): a traceback pasted whole
+    and a node that stores only its last line meet on the last line.
     """
-    keys = {normalize_signature(text)}
+    keys = {key(text)}
     if "\n" in text.strip():
-        keys.update(normalize_signature(line) for line in decisive_lines(text))
+        keys.update(key(line) for line in decisive_lines(text))
     keys.discard("")
     return keys

@@ -58,9 +58,6 @@ FEATURES = (
     "ecosystem_other",  # the query names other ecosystems and not the node's
     "env_fit",  # the environment score of the node's chosen answer (0.5 when no env is given)
 )
-# Evidence against a node: their weights must be negative, every other feature's positive. A feature
-# whose fitted weight has the other sign is left out of the model (`bench/fit_ranking.py`).
-AGAINST = frozenset({"values_conflict", "values_unnamed", "value_shape_conflict", "slug_missing", "ecosystem_other"})
 NEUTRAL_ENV = 0.5
 LIKELY = 0.5  # a calibrated score at or above it: the result is more likely right than wrong
 

@@ -85,16 +85,12 @@ def _without_placeholders(template: str) -> str:
                     if not (part.startswith("<") and part.endswith(">")))
 
 
-def exact_key(text: str) -> str:
-    """The normalized text with its quoted values: two texts share it only where their values agree
-    too (`No module named 'requests'` is not `No module named 'tests'`, whose template it shares)."""
-    return "\0".join([normalize_signature(text), *(value.lower() for value in quoted_values(text))])
-
-
-def exact_keys(text: str) -> set[str]:
-    """`exact_key` of the whole text and of each of its decisive lines (as `signature_keys`)."""
-    lines = decisive_lines(text) if "\n" in text.strip() else []
-    return {key for key in map(exact_key, [text, *lines]) if key.split("\0", 1)[0]}
+def exact_key(text: str, normalized: str | None = None) -> str:
+    """The normalized text (`normalized`, when the caller has it) with its quoted values: two texts
+    share it only where their values agree too (`No module named 'requests'` is not `No module
+    named 'tests'`, whose template it shares). Empty when the text normalizes to nothing."""
+    normalized = normalize_signature(text) if normalized is None else normalized
+    return "\0".join([normalized, *(value.lower() for value in quoted_values(text))]) if normalized else ""
 
 
 def index_row(document: dict[str, Any]) -> SearchRow:
@@ -103,12 +99,12 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     content = document["content"]
     hashes: set[tuple[str, str]] = set()
     error_keys = signature_keys(signature["error"])
-    hashes.update((digest(key), "error") for key in error_keys | exact_keys(signature["error"]))
+    hashes.update((digest(key), "error") for key in error_keys | signature_keys(signature["error"], exact_key))
     template = signature.get("template") or ""
     if template and template not in error_keys:  # a derived template is the normalized error itself
         hashes.update((digest(key), "template") for key in signature_keys(template))
     for alias in signature.get("aliases", []):
-        hashes.update((digest(key), "alias") for key in signature_keys(alias) | exact_keys(alias))
+        hashes.update((digest(key), "alias") for key in signature_keys(alias) | signature_keys(alias, exact_key))
     alternatives = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in content.get("alternatives", [])]
     parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", []),
              *content.get("failed_attempts", []), *alternatives]
@@ -247,8 +243,8 @@ class QueryPlan:
         for position, main in enumerate(mains):
             if main:
                 hashes.setdefault(digest(main), position)
-        exact = {digest(exact_key(line)): position for line, position in ((text, -1), (lines[0], 0))
-                 if normalize_signature(line) and (position == 0 or whole)}
+        exact = {digest(key): position for key, position in ((exact_key(text, whole), -1), (exact_key(lines[0], mains[0]), 0))
+                 if key}
         hashes.update(exact)
         quoted = quoted_values(lines[0])
         # A wrapper line ("did not complete successfully") is context when a cause line exists.
