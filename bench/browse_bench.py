@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from search_bench import cache_paths  # noqa: E402
 
-from knowmesh_mcp.http_app import build_app  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.api.app import build_app  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 ROUTES = ("/", "/nodes", "/nodes/python", "/review", "/review?reason=unsolved", "/v1/review",
           "/v1/review?reason=stale&limit=200", "/sitemap.xml", "/sitemap.xml?page=1", "/sitemap.xml?page=9")

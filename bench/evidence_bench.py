@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import Meta, make_queries  # noqa: E402
 
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 ENVS = [{"os": "linux", "runtime": "python-3.12", "pkg_manager": "pip"},
         {"os": "macos-15", "runtime": "node-20", "pkg_manager": "npm"}]

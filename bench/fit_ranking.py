@@ -38,11 +38,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import search_eval  # noqa: E402
 
-from knowmesh_mcp.environment import parse_env  # noqa: E402
-from knowmesh_mcp.normalize import canonical_ecosystem  # noqa: E402
-from knowmesh_mcp.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
-from knowmesh_mcp.search import QueryPlan  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.core.environment import parse_env  # noqa: E402
+from knowmesh_mcp.core.normalize import canonical_ecosystem  # noqa: E402
+from knowmesh_mcp.search.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
+from knowmesh_mcp.search.query import QueryPlan  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 PENALTIES = (0.01, 0.1, 1.0, 10.0)
 FOLDS = 5

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.services.service import Service, load_documents
 
 ECOSYSTEMS = ["python", "node", "go", "rust", "shell", "docker", "postgres", "typescript"]
 WORDS = ("cannot find resolve import module package build fails missing symbol linker version mismatch "
@@ -98,12 +98,12 @@ async def bench(nodes: int, reads: int, workdir: Path) -> None:
 
     cli_db = workdir / "cli.db"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "import", str(source), "--db", str(cli_db), "--empty"],
+    subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "import", str(source), "--db", str(cli_db), "--empty"],
                    check=True, capture_output=True)
     cli_elapsed = time.perf_counter() - t0
     print(f"CLI `knowmesh-mcp import` of {nodes}: {cli_elapsed:.2f} s wall = {nodes / cli_elapsed:,.0f} nodes/s (process start included)")
     t0 = time.perf_counter()
-    again = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "import", str(source), "--db", str(cli_db)],
+    again = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "import", str(source), "--db", str(cli_db)],
                            check=True, capture_output=True, text=True)
     print(f"second import: {time.perf_counter() - t0:.2f} s, says: {again.stdout.strip()}")
 

@@ -11,7 +11,7 @@ up to 5,000 of the created nodes (their error metadata and answer ids) and the g
 3,000 documents that a dry-run import accepts, which become the new nodes the clients create. Reruns reuse both; `--rebuild` forces a build.
 
 Each run copies the cached database to a temporary directory, starts
-`python -m knowmesh_mcp.cli serve --http --port <free port> --db <copy> --write-limit 0`, waits
+`python -m knowmesh_mcp.cli.main serve --http --port <free port> --db <copy> --write-limit 0`, waits
 for `/llms.txt`, sends a few untimed warm-up searches, and then runs `--clients` closed-loop
 clients (one `httpx2.AsyncClient` each, one request at a time) for `--seconds`. Each request is
 80 % search (GET /v1/search with a query of `synthetic.make_queries`, with its env when it has
@@ -62,9 +62,9 @@ for entry in (str(ROOT), str(HERE)):
 
 from synthetic import GENERATOR_VERSION, Corpus, Meta, env_for, make_queries  # noqa: E402
 
-from knowmesh_mcp.normalize import NORMALIZER_VERSION  # noqa: E402
-from knowmesh_mcp.search import SEARCH_INDEX_VERSION  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.core.normalize import NORMALIZER_VERSION  # noqa: E402
+from knowmesh_mcp.search.query import SEARCH_INDEX_VERSION  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 OUT = HERE / "out"
 CACHE_FORMAT = 2  # bump when the sample file changes shape
@@ -342,7 +342,7 @@ async def drive(url: str, work: Workload, clients: int, seconds: float, seed: in
 
 
 def start_server(db: Path, port: int, stderr_path: Path, auth: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port), "--db", str(db),
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port), "--db", str(db),
                "--write-limit", "0", "--auth", auth]
     print(f"server: {' '.join(['python', *command[1:]])}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.services.service import Service
 
 
 def percentile(samples: list[float], fraction: float) -> float:

@@ -41,7 +41,7 @@ import load_bench  # noqa: E402
 from postgres_server import private_postgres  # noqa: E402
 from synthetic import Corpus, Meta, make_queries  # noqa: E402
 
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 
 def fresh_database(server_url: str, name: str, *, reuse: bool = False) -> tuple[str, bool]:
@@ -139,7 +139,7 @@ async def load(url: str, servers: int, work: load_bench.Workload, args: argparse
     processes, urls = [], []
     for index in range(servers):
         port = load_bench.free_port()
-        command = [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port), "--db", url,
+        command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port), "--db", url,
                    "--write-limit", "0"]
         stderr_path = workdir / f"server-{servers}-{index}.stderr"
         with stderr_path.open("wb") as stderr:

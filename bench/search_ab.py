@@ -3,7 +3,7 @@
     python bench/search_ab.py [--nodes 100000] [--queries 1000] [--warmup 50] [--seed 7]
                               [--db PATH_OR_URL ...] SETTINGS [SETTINGS ...]
 
-Each SETTINGS is `current` or comma-separated overrides of `knowmesh_mcp.search` constants, e.g.
+Each SETTINGS is `current` or comma-separated overrides of `knowmesh_mcp.search.query` constants, e.g.
 `SIGNATURE_LIMIT=8,EVERY_LIMIT=6`, or of PostgreSQL's channel SQL as `pg_search.WALK_ROWS=10000`.
 Every query of `bench/search_bench.py`'s mix (same cached 100,000-node database, same queries) is
 searched once under each setting, the settings taking turns in a rotating order, so drift of a
@@ -38,8 +38,8 @@ for entry in (str(HERE.parent), str(HERE)):
 
 from search_bench import LIMIT, corpus_and_queries, percentile, result_ids  # noqa: E402
 
-from knowmesh_mcp import search as search_module  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.search import query as search_module  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 from knowmesh_mcp.store import pg_search  # noqa: E402
 
 MODULES = {"": search_module, "pg_search": pg_search}
@@ -51,7 +51,7 @@ def constant(name: str) -> tuple[Any, str]:
     module = MODULES.get(prefix)
     current = getattr(module, attribute, None) if module is not None else None
     if not attribute.isupper() or isinstance(current, bool) or not isinstance(current, (int, float)):
-        raise ValueError(f"{name!r} is not a numeric constant of knowmesh_mcp.search or pg_search")
+        raise ValueError(f"{name!r} is not a numeric constant of knowmesh_mcp.search.query or pg_search")
     return module, attribute
 
 
@@ -137,7 +137,7 @@ def report(queries: list[dict[str, Any]], labels: list[str], runs: list[dict[str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("settings", nargs="+", help="'current' or NAME=VALUE,... (knowmesh_mcp.search constants)")
+    parser.add_argument("settings", nargs="+", help="'current' or NAME=VALUE,... (knowmesh_mcp.search.query constants)")
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=50)

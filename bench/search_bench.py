@@ -12,7 +12,7 @@ figures below measure a process that only searches) and caches it in `bench/out/
 after changing what the index stores without a migration, e.g. `search.index_text`).
 
 Then it times `await service.search(q, env=..., ecosystem=..., limit=5)` in-process, and the
-MCP tool `search` through `mcp.Client` over stdio against `python -m knowmesh_mcp.cli serve
+MCP tool `search` through `mcp.Client` over stdio against `python -m knowmesh_mcp.cli.main serve
 --stdio --db <db>`, printing p50/p95/p99 overall and per query kind beside the targets, and the
 peak RSS of both processes. Beside hit@1 and hit@5 it prints the plain BM25 baseline
 (`bench/baseline.py`: an FTS5 OR of the query's tokens ranked by bm25() over the same documents,
@@ -46,9 +46,9 @@ for entry in (str(ROOT), str(HERE)):
 import baseline  # noqa: E402
 from synthetic import FAMILIES, GENERATOR_VERSION, KIND_SHARES, Corpus, Meta, make_queries  # noqa: E402
 
-from knowmesh_mcp import search as search_module  # noqa: E402
-from knowmesh_mcp.normalize import NORMALIZER_VERSION  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.search import query as search_module  # noqa: E402
+from knowmesh_mcp.core.normalize import NORMALIZER_VERSION  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 OUT = HERE / "out"
 SAMPLE_SIZE = 5000
@@ -224,7 +224,7 @@ async def run_in_process(db: Path, queries: list[dict[str, Any]], warmup: list[d
         nodes = await service.store.count_nodes()
         print(f"\nin-process: {nodes:,} nodes in {db.relative_to(ROOT)}; Service.open {opened:.2f} s")
         if not hasattr(Service, "search"):
-            print("in-process: Service.search is not implemented yet (knowmesh_mcp/service.py); "
+            print("in-process: Service.search is not implemented yet (knowmesh_mcp/services/service.py); "
                   "nothing to time. Rerun this command when it lands.")
             return None
 
@@ -278,7 +278,7 @@ def find_server_pid(db: Path) -> int | None:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"knowmesh_mcp.cli" in argv and str(db).encode() in argv:
+            if b"knowmesh_mcp.cli.main" in argv and str(db).encode() in argv:
                 ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
                 found.append((ppid != me, int(entry.name)))
         except (OSError, ValueError, IndexError):
@@ -302,15 +302,15 @@ async def run_mcp(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str
 
     env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "KNOWMESH_DB": str(db)}
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "knowmesh_mcp.cli", "serve", "--stdio", "--db", str(db), "--empty"], env=env,
+        command=sys.executable, args=["-m", "knowmesh_mcp.cli.main", "serve", "--stdio", "--db", str(db), "--empty"], env=env,
     )
-    print(f"\nMCP stdio: {sys.executable} -m knowmesh_mcp.cli serve --stdio --db {db.relative_to(ROOT)} --empty")
+    print(f"\nMCP stdio: {sys.executable} -m knowmesh_mcp.cli.main serve --stdio --db {db.relative_to(ROOT)} --empty")
     started = time.perf_counter()
     async with Client(params) as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         print(f"MCP stdio: spawn + initialize + tools/list {time.perf_counter() - started:.2f} s; tools: {', '.join(sorted(tools))}")
         if "search" not in tools:
-            print("MCP stdio: the server has no `search` tool yet (knowmesh_mcp/mcp_server.py); nothing to time. "
+            print("MCP stdio: the server has no `search` tool yet (knowmesh_mcp/mcp/server.py); nothing to time. "
                   "Rerun this command when it lands.")
             return None
         pid = find_server_pid(db)

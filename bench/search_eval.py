@@ -61,13 +61,13 @@ import baseline  # noqa: E402
 import search_eval_pg  # noqa: E402
 from check_data import load_queries, thread  # noqa: E402
 
-from knowmesh_mcp import search as search_module  # noqa: E402
-from knowmesh_mcp.analysis import index_terms  # noqa: E402
-from knowmesh_mcp.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
-from knowmesh_mcp.ranking import LIKELY  # noqa: E402
-from knowmesh_mcp.service import Service, load_documents  # noqa: E402
+from knowmesh_mcp.search import query as search_module  # noqa: E402
+from knowmesh_mcp.search.analysis import index_terms  # noqa: E402
+from knowmesh_mcp.core.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
+from knowmesh_mcp.search.ranking import LIKELY  # noqa: E402
+from knowmesh_mcp.services.service import Service, load_documents  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
-from knowmesh_mcp.tool_output import decisive_lines  # noqa: E402
+from knowmesh_mcp.search.tool_output import decisive_lines  # noqa: E402
 
 OUT = HERE / "out"
 LIMIT = 5

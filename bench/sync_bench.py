@@ -28,8 +28,8 @@ import httpx2
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import Corpus  # noqa: E402
 
-from knowmesh_mcp.maintaining import write_merge  # noqa: E402
-from knowmesh_mcp.service import Service  # noqa: E402
+from knowmesh_mcp.services.maintaining import write_merge  # noqa: E402
+from knowmesh_mcp.services.service import Service  # noqa: E402
 
 
 def free_port() -> int:
@@ -73,7 +73,7 @@ async def bench(nodes: int, edits: int, merges: int, workdir: Path, team_db: str
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port), "--db", str(team_db),
+        [sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port), "--db", str(team_db),
          "--write-limit", "0"],
         env={**os.environ, "KNOWMESH_EMPTY": "1"},
     )

@@ -5,7 +5,7 @@
     for index, document, meta in corpus.generate(100_000): ...
     queries = make_queries(metas, seed=7, count=1000)
 
-Each node is a valid `knowmesh_mcp.model.validate_node` document whose `signature.error` is
+Each node is a valid `knowmesh_mcp.core.model.validate_node` document whose `signature.error` is
 rendered from a *family* (an error template of one ecosystem, such as
 `ModuleNotFoundError: No module named '{pymod}'`) with values drawn from shared vocabularies
 (module names, identifiers, tables, paths, versions). Popular words recur (a Zipf-like draw),
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from knowmesh_mcp.normalize import quoted_values, signature_hash
+from knowmesh_mcp.core.normalize import quoted_values, signature_hash
 
 # Bump when the output of `generate` changes: it is part of the cache key of built databases.
 GENERATOR_VERSION = 1

@@ -45,9 +45,9 @@ for entry in (str(ROOT), str(HERE), str(ROOT / "tests")):
 import load_bench  # noqa: E402
 from load_bench import Record, Request, Workload, percentile  # noqa: E402
 
-from knowmesh_mcp.copying import copy_mesh  # noqa: E402
-from knowmesh_mcp.evidence import node_stats  # noqa: E402
-from knowmesh_mcp.outcomes import current_revisions, node_answers  # noqa: E402
+from knowmesh_mcp.services.copying import copy_mesh  # noqa: E402
+from knowmesh_mcp.core.evidence import node_stats  # noqa: E402
+from knowmesh_mcp.services.outcomes import current_revisions, node_answers  # noqa: E402
 from knowmesh_mcp.store import open_store  # noqa: E402
 
 SLOW_MS = 5000.0  # the line: no request slower than this

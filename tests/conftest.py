@@ -19,10 +19,10 @@ import uvicorn
 from hypothesis import settings
 from mcp import Client
 
-from knowmesh_mcp.http_app import build_app, server_config
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.remote import RemoteMesh
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app, server_config
+from knowmesh_mcp.mcp.server import build_mcp_server
+from knowmesh_mcp.services.remote import RemoteMesh
+from knowmesh_mcp.services.service import Service
 
 # Speed belongs to bench/, not to tests: no per-example deadline, so a busy machine cannot flake.
 settings.register_profile("knowmesh", deadline=None)

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from knowmesh_mcp.articles import (
+from knowmesh_mcp.core.articles import (
     apply_ops,
     field_changes,
     parse_pointer,
     revert_changes,
 )
-from knowmesh_mcp.errors import KnowmeshError
+from knowmesh_mcp.core.errors import KnowmeshError
 
 DOC: dict[str, Any] = {
     "id": "shell/sed-in-place-bsd-vs-gnu",

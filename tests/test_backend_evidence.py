@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp.store import DuplicateRow, StatsRow
-from knowmesh_mcp.store import pg_evidence, postgres, sqlite
+from knowmesh_mcp.store import pg_evidence
+from knowmesh_mcp.store import postgres
+from knowmesh_mcp.store import sqlite
 
 pytestmark = pytest.mark.anyio
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp import publishing
-from knowmesh_mcp.articles import field_changes
-from knowmesh_mcp.editing import token_hash
-from knowmesh_mcp.search import index_row
+from knowmesh_mcp.services import publishing
+from knowmesh_mcp.core.articles import field_changes
+from knowmesh_mcp.services.editing import token_hash
+from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.store import Edit, NewNode, RevisionRow, SyncedHead, SyncedRevision
-from knowmesh_mcp.store import pg_nodes, sqlite
+from knowmesh_mcp.store import pg_nodes
+from knowmesh_mcp.store import sqlite
 from knowmesh_mcp.store.postgres_writer import PostgresWriter
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp.normalize import quoted_values, signature_hash
-from knowmesh_mcp.search import QueryPlan, _grams, find, index_row
+from knowmesh_mcp.core.normalize import quoted_values, signature_hash
+from knowmesh_mcp.search.query import QueryPlan, _grams, find, index_row
 from knowmesh_mcp.store import TermQuery
 
 pytestmark = pytest.mark.anyio

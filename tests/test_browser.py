@@ -19,7 +19,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
 
-from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.services.service import Service, load_documents
 from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import pytest
 def run(*args: str, db: Path | None = None, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")}
     full_env.update(env or {})
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", *args]
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", *args]
     if db is not None:
         command += ["--db", str(db)]
     return subprocess.run(command, capture_output=True, text=True, env=full_env, input=stdin, timeout=120)
@@ -109,7 +109,7 @@ def test_export_import_round_trip_is_identical(tmp_path):
 def test_commands_that_do_not_serve_mcp_do_not_import_it(tmp_path):
     probe = (
         "import sys, runpy; sys.argv = ['knowmesh-mcp', 'read', 'shell/sed-in-place-bsd-vs-gnu', '--db', sys.argv[1]];"
-        "import knowmesh_mcp.cli as cli; code = cli.main(sys.argv[1:]);"
+        "import knowmesh_mcp.cli.main as cli; code = cli.main(sys.argv[1:]);"
         "print('MCP_IMPORTED' if any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules) else 'MCP_NOT_IMPORTED', file=sys.stderr)"
     )
     result = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "k.db")], capture_output=True, text=True, timeout=60)

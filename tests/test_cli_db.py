@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from knowmesh_mcp import cli
+from knowmesh_mcp.cli import main as cli
 from knowmesh_mcp.store import sqlite as store_module
-from knowmesh_mcp.errors import DatabaseUnusable, KnowmeshError
+from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError
 from knowmesh_mcp.store import Store
 
 TIMEOUT = 5  # seconds: a refused database must not take longer than this, for any command
@@ -37,7 +37,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", *args]
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, input="", env=env or clean_env(), timeout=timeout)
 
 
@@ -191,7 +191,7 @@ def test_empty_files_become_a_new_database(tmp_path, prepare):
 def test_serve_http_still_starts_and_seeds_a_new_database(tmp_path):
     port = free_port()
     db = tmp_path / "served.db"
-    server = subprocess.Popen([sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port),
                                "--db", str(db)], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -385,7 +385,7 @@ def starter_state(db: Path) -> str | None:
 
 async def made_with_starter_pending(db: Path) -> None:
     """A new knowmesh database whose starter corpus no command has loaded or declined yet."""
-    from knowmesh_mcp.service import Service
+    from knowmesh_mcp.services.service import Service
 
     service = await Service.open(db, seed=None)
     await service.close()
@@ -403,14 +403,14 @@ def test_db_and_empty_reach_the_database_wherever_they_are_placed(tmp_path, monk
     """Each placement runs the real command (`cli.main`) on a real SQLite file made beforehand with its
     starter corpus pending: only a command that opened that file, with --empty, leaves it "declined".
     The default location (under a private HOME) is never made."""
-    import knowmesh_mcp.mcp_server
+    import knowmesh_mcp.mcp.server
 
     home = tmp_path / "home"
     home.mkdir()
     for name in [n for n in os.environ if n.startswith("KNOWMESH_") or n == "XDG_DATA_HOME"]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setattr(knowmesh_mcp.mcp_server, "build_mcp_server", lambda *args, **kwargs: ServedNothing())
+    monkeypatch.setattr(knowmesh_mcp.mcp.server, "build_mcp_server", lambda *args, **kwargs: ServedNothing())
     documents = tmp_path / "docs.jsonl"
     documents.write_text('{"id": "python/x"}\n', encoding="utf-8")
     own = [a.replace("{documents}", str(documents)) for a in ARGUMENTS.get(path, [])]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from knowmesh_mcp.cli import build_parser
+from knowmesh_mcp.cli.main import build_parser
 
 QUIET = ("Traceback", "Exception ignored", "BrokenPipeError", "KeyboardInterrupt")
 
@@ -32,7 +32,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "knowmesh_mcp.cli", *args]
+    return [sys.executable, "-m", "knowmesh_mcp.cli.main", *args]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp import copying, importing
-from knowmesh_mcp.cli import progress_bar
-from knowmesh_mcp.copying import copy_mesh
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.identity import Actor
-from knowmesh_mcp.outcomes import Submission
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.services import copying
+from knowmesh_mcp.services import importing
+from knowmesh_mcp.cli.main import progress_bar
+from knowmesh_mcp.services.copying import copy_mesh
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.services.outcomes import Submission
+from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
 

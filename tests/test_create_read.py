@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

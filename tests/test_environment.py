@@ -1,4 +1,4 @@
-"""Environment parsing, answer scopes, overlap and matching (knowmesh_mcp.environment)."""
+"""Environment parsing, answer scopes, overlap and matching (knowmesh_mcp.core.environment)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from knowmesh_mcp.environment import (
+from knowmesh_mcp.core.environment import (
     MAX_TOKEN_LENGTH,
     MAX_TOKENS,
     Constraint,

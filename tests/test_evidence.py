@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.evidence import Report, replay, score, wilson_lower_bound
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.core.evidence import Report, replay, score, wilson_lower_bound
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 NODE = "python/module-not-found-venv"
 MAC = {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}

@@ -19,8 +19,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 from conftest import serving
 from test_evidence import MAC_ENV, NODE, HttpAgent, McpAgent, play_the_loop, report

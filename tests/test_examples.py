@@ -21,9 +21,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from knowmesh_mcp.cli import build_parser
-from knowmesh_mcp.mcp_server import TOOL_NAMES
-from knowmesh_mcp.service import load_documents
+from knowmesh_mcp.cli.main import build_parser
+from knowmesh_mcp.mcp.server import TOOL_NAMES
+from knowmesh_mcp.services.service import load_documents
 from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,9 @@ import time
 import httpx2
 import pytest
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.limits import MAX_ANSWERS, MAX_DEPTH, MAX_ITEMS
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.limits import MAX_ANSWERS, MAX_DEPTH, MAX_ITEMS
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 
@@ -315,7 +315,7 @@ async def test_the_address_secret_lives_outside_the_database(tmp_path, monkeypat
     import os
     import sqlite3
 
-    from knowmesh_mcp.addresses import SECRET_ENV, secret_file
+    from knowmesh_mcp.core.addresses import SECRET_ENV, secret_file
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     path = tmp_path / "mesh.db"
@@ -348,7 +348,7 @@ async def test_an_older_database_secret_moves_out_and_keeps_its_hashes(tmp_path,
     import hmac
     import sqlite3
 
-    from knowmesh_mcp.addresses import SECRET_ENV, secret_file
+    from knowmesh_mcp.core.addresses import SECRET_ENV, secret_file
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     path = tmp_path / "old.db"
@@ -375,7 +375,7 @@ async def test_a_write_waiting_on_another_process_is_a_503_and_nothing_is_writte
 
     from mcp import Client
 
-    from knowmesh_mcp.mcp_server import build_mcp_server
+    from knowmesh_mcp.mcp.server import build_mcp_server
     from knowmesh_mcp.store import sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 200)  # not 10 s of waiting in a test

@@ -11,7 +11,7 @@ import sys
 import httpx2
 import pytest
 
-from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.store import migrations
 
 from conftest import opened, serving
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 def doctor(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KNOWMESH_DB": db}
-    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "doctor", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "doctor", *args], capture_output=True, text=True,
                           env=env, timeout=60, check=False)
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.api.app import build_app
 
 pytestmark = pytest.mark.anyio
 

@@ -20,9 +20,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 from conftest import opened, remote_client, serving
 
@@ -328,7 +328,7 @@ async def test_auth_off_takes_ids_as_claimed_as_before(node: Service):
 
 def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KNOWMESH_DB": db, "KNOWMESH_EMPTY": "1"}
-    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True, env=env,
                           timeout=60, check=False)
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp import importing
-from knowmesh_mcp import service as service_module
-from knowmesh_mcp.importing import InvalidSource
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.services import importing
+from knowmesh_mcp.services import service as service_module
+from knowmesh_mcp.services.importing import InvalidSource
+from knowmesh_mcp.services.service import Service
 
 from conftest import SEARCH_TABLES, fts5_segments, index_of
 

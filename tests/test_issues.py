@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx2
 import pytest
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowmesh_mcp.limits import MAX_DEPTH, MAX_INT, json_problem
+from knowmesh_mcp.core.limits import MAX_DEPTH, MAX_INT, json_problem
 
 
 def nested(depth: int) -> list:

@@ -21,10 +21,10 @@ import httpx2
 import pytest
 from mcp import Client
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.identity import Actor
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.mcp.server import build_mcp_server
+from knowmesh_mcp.services.service import Service
 
 from conftest import opened, remote_client, serving
 
@@ -381,7 +381,7 @@ async def test_a_maintainer_closes_and_discards_issues_with_a_note(service: Serv
 def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")},
            "KNOWMESH_DB": db, "KNOWMESH_EMPTY": "1", "KNOWMESH_AGENT_ID": "local-maintainer"}
-    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True, env=env,
                           timeout=60, check=False)
 
 

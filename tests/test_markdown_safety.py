@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from knowmesh_mcp import markdown as md
-from knowmesh_mcp import next_steps
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.markdown import render_article
-from knowmesh_mcp.outcomes import issue_markdown, issues_markdown
-from knowmesh_mcp.pages import render_markdown, safe_link
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core import markdown as md
+from knowmesh_mcp.core import next_steps
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.markdown import render_article
+from knowmesh_mcp.services.outcomes import issue_markdown, issues_markdown
+from knowmesh_mcp.web.pages import render_markdown, safe_link
+from knowmesh_mcp.services.service import Service
 
 PARSER = MarkdownIt("commonmark").enable("table")  # html=True: raw HTML would show up as tokens
 BLOCKS = {"heading_open", "bullet_list_open", "ordered_list_open", "list_item_open", "fence", "code_block", "hr",

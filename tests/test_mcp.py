@@ -15,10 +15,10 @@ from conftest import opened, serving
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
-from knowmesh_mcp.remote import RemoteMesh
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
+from knowmesh_mcp.services.remote import RemoteMesh
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 
@@ -213,7 +213,7 @@ def stdio_params(db_path: str, *extra: str) -> StdioServerParameters:
     script = shutil.which("knowmesh-mcp")
     if script:
         return StdioServerParameters(command=script, args=list(extra), env=env)
-    return StdioServerParameters(command=sys.executable, args=["-m", "knowmesh_mcp.cli", *extra], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "knowmesh_mcp.cli.main", *extra], env=env)
 
 
 async def test_stdio_subprocess(tmp_path, make_doc):

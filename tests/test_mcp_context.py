@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from knowmesh_mcp.mcp_server import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, build_mcp_server
+from knowmesh_mcp.mcp.server import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, build_mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -101,7 +101,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "knowmesh_mcp.cli", *args]
+    return [sys.executable, "-m", "knowmesh_mcp.cli.main", *args]
 
 
 async def test_serve_stdio_tools_lists_only_those(tmp_path):

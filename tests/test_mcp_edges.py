@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from test_stdio_fuzz import START_TIMEOUT, StdioServer
 
-from knowmesh_mcp import results
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.wire import results
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

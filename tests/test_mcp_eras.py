@@ -8,7 +8,7 @@
   agent on stdio and as a token's agent over HTTP (`--auth required`).
 - Every result's `structuredContent` is validated with `jsonschema` against the `outputSchema`
   the tool lists, and, since that schema may be only `{"type": "object"}`, against the full
-  result model of `knowmesh_mcp.results` the server checks it with (and /v1/openapi.json shows).
+  result model of `knowmesh_mcp.wire.results` the server checks it with (and /v1/openapi.json shows).
 - Raw JSON-RPC probes: `server/discover` over HTTP without `initialize` and after it, and over
   stdio as the first message and after an `initialize`; `tools/list` under 8 KB in both eras on
   both transports, measured as the bytes of the JSON-RPC response the client receives.
@@ -47,7 +47,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from knowmesh_mcp import results
+from knowmesh_mcp.wire import results
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +70,7 @@ HTTP_HEADERS = {"accept": "application/json, text/event-stream", "content-type":
 LINUX = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
 LINUX_ENV = "ubuntu-24.04,python-3.12,pip"
 
-# The result model of each tool in `knowmesh_mcp.results` (what the server validates a result with).
+# The result model of each tool in `knowmesh_mcp.wire.results` (what the server validates a result with).
 RESULT_MODELS = {
     "search": "SearchEnvelope", "read_article": "ArticleView", "article_history": "ArticleHistory",
     "review_queue": "ReviewQueue", "create_node": "CreatedNode", "patch_article": "PublishedEdit",
@@ -91,7 +91,7 @@ def anyio_backend() -> str:
 def server_command(*args: str) -> list[str]:
     """The installed `knowmesh-mcp` console script (module form where it is not on PATH)."""
     script = shutil.which("knowmesh-mcp")
-    return [script, *args] if script else [sys.executable, "-m", "knowmesh_mcp.cli", *args]
+    return [script, *args] if script else [sys.executable, "-m", "knowmesh_mcp.cli.main", *args]
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -258,7 +258,7 @@ def check_structured(tool: str, body: Any, output_schema: dict[str, Any] | None,
     published = [error.message for error in Draft202012Validator(output_schema).iter_errors(body)]
     assert not published, f"{tool} over {where}: structuredContent does not fit its outputSchema: {published[:3]}"
     name = RESULT_MODELS.get(tool)
-    assert name and hasattr(results, name), f"no result model in knowmesh_mcp.results for {tool} (RESULT_MODELS)"
+    assert name and hasattr(results, name), f"no result model in knowmesh_mcp.wire.results for {tool} (RESULT_MODELS)"
     full = [f"/{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in model_validator(name).iter_errors(body)]
     assert not full, f"{tool} over {where}: structuredContent does not fit results.{name}: {full[:3]}"
 

@@ -13,10 +13,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client
 
-from knowmesh_mcp import results
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.reading import MIN_BUDGET
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.wire import results
+from knowmesh_mcp.mcp.server import build_mcp_server
+from knowmesh_mcp.services.reading import MIN_BUDGET
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

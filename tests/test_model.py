@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowmesh_mcp.model import InvalidNode, document_version, validate_node
+from knowmesh_mcp.core.model import InvalidNode, document_version, validate_node
 
 
 def problems_of(raw) -> dict[str, str]:

@@ -18,11 +18,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from starlette.routing import Route
 
-from knowmesh_mcp import bodies
-from knowmesh_mcp.api_routes import ByMethod
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.openapi import OPERATIONS, openapi_document
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api import bodies
+from knowmesh_mcp.api.routes import ByMethod
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.api.openapi import OPERATIONS, openapi_document
+from knowmesh_mcp.services.service import Service
 
 from conftest import free_port
 
@@ -131,7 +131,7 @@ def running_server(tmp_path):
     """`knowmesh-mcp serve --http` in a subprocess (write limit off, so fuzzed writes get past it)."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port), "--db", str(tmp_path / "k.db"),
+        [sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port), "--db", str(tmp_path / "k.db"),
          "--write-limit", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

@@ -16,8 +16,9 @@ import httpx2
 import pytest
 from markupsafe import escape
 
-from knowmesh_mcp import doc_pages, pages
-from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.web import doc_pages
+from knowmesh_mcp.web import pages
+from knowmesh_mcp.services.service import Service, load_documents
 from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
@@ -572,7 +573,7 @@ async def test_ecosystem_page_lists_that_ecosystem(service: Service, http: httpx
 async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
     """On `--auth optional` an edit without a token is kept under the id it claims: its page must
     not read like the token holder's own (the JSON said `proven: false`; the page did not)."""
-    from knowmesh_mcp.http_app import build_app
+    from knowmesh_mcp.api.app import build_app
 
     from conftest import serving
 
@@ -773,7 +774,7 @@ async def test_review_page_lists_urgent_items_with_their_requests(service: Servi
 async def test_mcp_review_tool_still_answers_with_the_total(service: Service, make_doc):
     from mcp import Client
 
-    from knowmesh_mcp.mcp_server import build_mcp_server
+    from knowmesh_mcp.mcp.server import build_mcp_server
 
     await service.create_node(open_problem(make_doc))
     async with Client(build_mcp_server(lambda: service)) as client:
@@ -836,8 +837,8 @@ async def test_a_sitemap_too_big_for_one_file_is_an_index_of_files_that_hold_eve
     100,000 nodes), and left every answered node past them out of it."""
     from xml.etree import ElementTree
 
-    from knowmesh_mcp import browse_pages
-    from knowmesh_mcp.identity import Actor
+    from knowmesh_mcp.web import browse_pages
+    from knowmesh_mcp.core.identity import Actor
 
     namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
     answered = [f"python/sitemap-node-{n:02d}" for n in range(12)]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import postgres
 from knowmesh_mcp.store.pg_search import DEFERRED_INDEXES, DEFERRED_KEY
 from knowmesh_mcp.store.postgres import PostgresStore

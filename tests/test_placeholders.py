@@ -9,9 +9,9 @@ import json
 import pytest
 from mcp import Client
 
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.placeholders import FILL_IN_RE
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.mcp.server import build_mcp_server
+from knowmesh_mcp.core.placeholders import FILL_IN_RE
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowmesh_mcp.ranking import QueryTerms, _Query
+from knowmesh_mcp.search.ranking import QueryTerms, _Query
 from knowmesh_mcp.store import CandidateText
 
 

@@ -33,7 +33,7 @@ def error_of(result) -> dict:
 
 def stdio_command(*args: str) -> tuple[str, list[str]]:
     script = shutil.which("knowmesh-mcp")
-    return (script, list(args)) if script else (sys.executable, ["-m", "knowmesh_mcp.cli", *args])
+    return (script, list(args)) if script else (sys.executable, ["-m", "knowmesh_mcp.cli.main", *args])
 
 
 async def test_stdio_subprocess_fronts_a_remote_mesh(service, base_url, make_doc, tmp_path):
@@ -118,7 +118,7 @@ async def test_review_queue_takes_reason_through_the_remote(service, base_url, m
 @pytest.mark.parametrize("args", [["serve", "--http", "--remote", "http://127.0.0.1:1"],
                                   ["serve", "--stdio", "--remote", "ftp://example.invalid"]])
 def test_bad_remote_usage_exits_2(args, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True,
                             timeout=60, env={**os.environ, "KNOWMESH_DB": str(tmp_path / "x.db")}, stdin=subprocess.DEVNULL)
     assert result.returncode == 2 and ("remote" in result.stderr or "URL" in result.stderr), result.stderr
     assert result.stdout == ""

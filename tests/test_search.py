@@ -15,11 +15,11 @@ from conftest import BACKENDS, new_pg_database, opened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.identity import Actor
-from knowmesh_mcp.search import MAX_QUERY_CHARS, index_row, value_shapes
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.search.query import MAX_QUERY_CHARS, index_row, value_shapes
+from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
@@ -286,7 +286,7 @@ async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Service, mcp_con
 
 
 def test_cli_search_table_and_json(tmp_path):
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "--db", str(tmp_path / "k.db")]
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "search", "--db", str(tmp_path / "k.db")]
     table = subprocess.run([*command, "sed in place edit fails on mac", "--env", "macos-15"], capture_output=True, text=True, timeout=60)
     assert table.returncode == 0, table.stderr
     assert table.stdout.splitlines()[0].split()[:3] == ["SCORE", "MATCH", "ID"]
@@ -431,7 +431,7 @@ async def test_mcp_search_reads_a_long_paste(corpus: Service, mcp_connect):
 
 
 def test_cli_search_reads_a_long_log_from_stdin(tmp_path):
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "-", "--json", "--db", str(tmp_path / "k.db")]
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "search", "-", "--json", "--db", str(tmp_path / "k.db")]
     done = subprocess.run(command, input=LONG, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["id"] == "python/distutils-removed-312"
@@ -474,7 +474,7 @@ async def test_a_search_finds_a_node_another_process_wrote(corpus: Service, make
     document = make_doc(id="python/qzxjy-vvkwq", title="qzxjy vvkwq will not start",
                         error="QzxjyError: vvkwq needs 'main'")
     (tmp_path / "new.json").write_text(json.dumps(document))
-    done = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "import", str(tmp_path / "new.json"),
+    done = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "import", str(tmp_path / "new.json"),
                            "--db", corpus.store.path], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     results = (await corpus.search(query))["results"]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from knowmesh_mcp.normalize import (
+from knowmesh_mcp.core.normalize import (
     NORMALIZER_VERSION,
     normalize_signature,
     quoted_values,

@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from knowmesh_mcp.environment import scopes_overlap, solution_scope
-from knowmesh_mcp.model import validate_node
-from knowmesh_mcp.normalize import quoted_values, signature_hash
-from knowmesh_mcp.publishing import check_overlaps
-from knowmesh_mcp.service import Service, load_documents
+from knowmesh_mcp.core.environment import scopes_overlap, solution_scope
+from knowmesh_mcp.core.model import validate_node
+from knowmesh_mcp.core.normalize import quoted_values, signature_hash
+from knowmesh_mcp.services.publishing import check_overlaps
+from knowmesh_mcp.services.service import Service, load_documents
 from knowmesh_mcp.store import STARTER_CORPUS, open_store, store_dir
 
 from conftest import BACKENDS, opened
@@ -80,7 +80,7 @@ def new_mesh(request, tmp_path) -> str:
 async def test_processes_opening_a_new_mesh_at_once_each_find_its_starter_corpus(new_mesh):
     """Each agent session starts its own stdio server: four processes opening one new mesh at once
     (three used to find nothing: they opened it while the first was still loading the corpus)."""
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", "search", "--json", "--db", new_mesh,
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "search", "--json", "--db", new_mesh,
                "ModuleNotFoundError: No module named 'requests'"]
     searches = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     for search in searches:

@@ -43,7 +43,7 @@ class StdioServer:
         self.log_path = log
         self.log = open(log, "wb")  # noqa: SIM115 - closed in close()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--stdio", "--db", str(db), "--empty"],
+            [sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--stdio", "--db", str(db), "--empty"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=REPO, env=env,
         )
         self.lines: queue.Queue[bytes | None] = queue.Queue()
@@ -235,7 +235,7 @@ def test_broken_json_gets_a_parse_error_with_the_id_it_had(server):
 
 
 def test_a_line_past_the_size_bound_is_refused_with_its_id(server):
-    from knowmesh_mcp.stdio_transport import MAX_LINE_BYTES
+    from knowmesh_mcp.mcp.stdio import MAX_LINE_BYTES
 
     request_id = server.next_id("big-")
     head = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call"})[:-1].encode()

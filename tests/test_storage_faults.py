@@ -29,8 +29,8 @@ import httpx2
 import pytest
 from mcp import Client
 
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 from conftest import free_port, opened, serving
 
@@ -137,7 +137,7 @@ def damage_a_middle_page(db: Path, btree: str) -> int:
 def cli(db: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """`knowmesh-mcp ARGS` as a real process on `db`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")} | {"KNOWMESH_DB": str(db)}
-    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True,
                           input="", env=env, timeout=timeout, check=False)
 
 
@@ -147,7 +147,7 @@ def served(db: Path, *flags: str, log: Path) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWMESH_")} | {"KNOWMESH_DB": str(db)}
     with open(log, "w") as stderr:
-        server = subprocess.Popen([sys.executable, "-m", "knowmesh_mcp.cli", "serve", "--http", "--port", str(port),
+        server = subprocess.Popen([sys.executable, "-m", "knowmesh_mcp.cli.main", "serve", "--http", "--port", str(port),
                                    *flags], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -455,8 +455,8 @@ def test_a_read_only_mesh_indexed_by_another_version_says_so_and_a_pending_corpu
 def test_a_full_disk_leaves_no_empty_address_secret_to_key_every_hash(tmp_path, monkeypatch):
     """The secret file was created first and written after: on a full disk it stayed empty, and every
     client address was then hashed with an empty key, also after space was freed."""
-    from knowmesh_mcp.addresses import SECRET_ENV, address_secret
-    from knowmesh_mcp.errors import KnowmeshError
+    from knowmesh_mcp.core.addresses import SECRET_ENV, address_secret
+    from knowmesh_mcp.core.errors import KnowmeshError
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     with small_disk(tmp_path / "disk") as disk:
@@ -472,7 +472,7 @@ def test_a_full_disk_leaves_no_empty_address_secret_to_key_every_hash(tmp_path, 
 
 
 def test_an_empty_address_secret_an_older_version_left_is_replaced(tmp_path, monkeypatch):
-    from knowmesh_mcp.addresses import SECRET_ENV, address_secret, secret_file
+    from knowmesh_mcp.core.addresses import SECRET_ENV, address_secret, secret_file
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     db = str(tmp_path / "mesh.db")

@@ -7,10 +7,10 @@ import sqlite3
 import psycopg
 import pytest
 
-from knowmesh_mcp.model import validate_node
-from knowmesh_mcp.normalize import NORMALIZER_VERSION
-from knowmesh_mcp.publishing import Prepared
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.core.model import validate_node
+from knowmesh_mcp.core.normalize import NORMALIZER_VERSION
+from knowmesh_mcp.services.publishing import Prepared
+from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import Store, consolidated_schema, migrations, store_dir
 
 

@@ -6,7 +6,8 @@ import inspect
 
 import pytest
 
-from knowmesh_mcp.store import interface, sqlite
+from knowmesh_mcp.store import interface
+from knowmesh_mcp.store import sqlite
 from knowmesh_mcp.store.postgres import PostgresStore
 from knowmesh_mcp.store.postgres_writer import PostgresWriter
 

@@ -16,11 +16,11 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from knowmesh_mcp.cli import progress_bar
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.identity import Actor
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.cli.main import progress_bar
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 
@@ -209,7 +209,7 @@ async def test_history_with_documents_over_http(team, team_url, make_doc):
 
 async def test_cli_sync_prints_a_summary_and_a_second_run_changes_nothing(team, team_url, make_doc, tmp_path):
     await team.create_node(node(make_doc, 0), agent=AGENT)
-    command = [sys.executable, "-m", "knowmesh_mcp.cli", "sync", "--from", team_url, "--db", str(tmp_path / "cli.db"), "--empty"]
+    command = [sys.executable, "-m", "knowmesh_mcp.cli.main", "sync", "--from", team_url, "--db", str(tmp_path / "cli.db"), "--empty"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     first = await anyio.run_process(command, env=env, check=False)
     assert first.returncode == 0, first.stderr

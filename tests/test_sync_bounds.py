@@ -31,11 +31,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import knowmesh_mcp.remote as remote_module
-import knowmesh_mcp.syncing as syncing_module
-from knowmesh_mcp.errors import KnowmeshError
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+import knowmesh_mcp.services.remote as remote_module
+import knowmesh_mcp.services.syncing as syncing_module
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 
@@ -397,7 +397,7 @@ async def test_cli_sync_with_userinfo_never_prints_or_stores_the_password(team, 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
     async def cli(*args: str) -> tuple[int, str]:
-        done = await anyio.run_process([sys.executable, "-m", "knowmesh_mcp.cli", *args], env=env, check=False)
+        done = await anyio.run_process([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], env=env, check=False)
         return done.returncode, done.stdout.decode() + done.stderr.decode()
 
     async with serving(basic_auth_required(build_app(service=team, write_limit=0), "user", "secret")) as url:

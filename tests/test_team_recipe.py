@@ -54,7 +54,7 @@ def test_the_readme_team_recipe_works_from_an_empty_cluster(postgres_server: str
     team_url = f"postgresql://{ROLE}@/{DATABASE}?host={socket_dir}"
     personal = tmp_path / "personal.db"
     ports = [free_port() for _ in range(3)]
-    cli = f"{shlex.quote(sys.executable)} -m knowmesh_mcp.cli"
+    cli = f"{shlex.quote(sys.executable)} -m knowmesh_mcp.cli.main"
     swaps = {
         "sudo -u postgres createuser knowmesh": f"{binary('createuser')} {ROLE}",
         "sudo -u postgres createdb --owner knowmesh knowmesh": f"{binary('createdb')} --owner {ROLE} {DATABASE}",
@@ -71,7 +71,7 @@ def test_the_readme_team_recipe_works_from_an_empty_cluster(postgres_server: str
     env.pop("KNOWMESH_EMPTY", None)
 
     # The reader's personal mesh, made the way any first command makes it (the starter corpus).
-    made = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", "search", "KeyError", "--db", str(personal)],
+    made = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "search", "KeyError", "--db", str(personal)],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
     assert made.returncode == 0, made.stderr
 
@@ -142,7 +142,7 @@ def test_tokens_and_doctor_before_the_copy_leave_room_for_it(pg_database: str, t
     env = {key: value for key, value in os.environ.items() if key not in ("KNOWMESH_DB", "KNOWMESH_EMPTY")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True,
                               env=env, timeout=300, check=False)
 
     assert cli("search", "KeyError", "--db", personal).returncode == 0

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 import httpx2
 import pytest
 
-from knowmesh_mcp.http_app import build_app
+from knowmesh_mcp.api.app import build_app
 
 from conftest import serving
 
@@ -113,7 +113,7 @@ async def test_the_command_line_takes_a_postgresql_url(pg_database: str, make_do
     env = {**os.environ, "KNOWMESH_DB": pg_database, "KNOWMESH_EMPTY": "1"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True,
                               env=env, timeout=120, check=False)
 
     document = tmp_path / "node.json"
@@ -140,7 +140,7 @@ async def test_copy_moves_a_personal_mesh_into_postgresql_from_the_command_line(
     personal = str(tmp_path / "personal.db")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", *args], capture_output=True, text=True,
                               env={**os.environ}, timeout=120, check=False)
 
     assert cli("search", "KeyError", "--db", personal).returncode == 0  # makes the personal mesh (starter corpus)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowmesh_mcp.tool_output import WRAPPER, decisive_lines, scan, strip_prefixes
+from knowmesh_mcp.search.tool_output import WRAPPER, decisive_lines, scan, strip_prefixes
 
 FIXTURES = Path(__file__).with_name("fixtures") / "decisive_lines"
 

@@ -24,8 +24,8 @@ import httpx2
 import pytest
 
 from conftest import BACKENDS, BASE_DOCUMENT, opened, serving
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

@@ -26,11 +26,11 @@ import httpx2
 import pytest
 from mcp import Client
 
-from knowmesh_mcp import results
-from knowmesh_mcp.http_app import build_app
-from knowmesh_mcp.limits import MAX_INT
-from knowmesh_mcp.mcp_server import build_mcp_server
-from knowmesh_mcp.service import Service
+from knowmesh_mcp.wire import results
+from knowmesh_mcp.api.app import build_app
+from knowmesh_mcp.core.limits import MAX_INT
+from knowmesh_mcp.mcp.server import build_mcp_server
+from knowmesh_mcp.services.service import Service
 
 pytestmark = pytest.mark.anyio
 

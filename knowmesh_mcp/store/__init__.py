@@ -10,8 +10,8 @@ target.
 
 from pathlib import Path
 
-from .interface import STARTER_CORPUS, meta_made_once
-from .rows import (
+from knowmesh_mcp.store.interface import STARTER_CORPUS, meta_made_once
+from knowmesh_mcp.core.rows import (
     CandidateText,
     DuplicateRow,
     Edit,
@@ -25,7 +25,7 @@ from .rows import (
     SyncedRevision,
     TermQuery,
 )
-from .sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
+from knowmesh_mcp.store.sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -37,7 +37,7 @@ def is_postgres(target: str | Path) -> bool:
 async def open_store(target: str | Path) -> Store:
     """The store at `target`: a PostgreSQL URL opens the team backend, anything else a SQLite file."""
     if is_postgres(target):
-        from .postgres import PostgresStore
+        from knowmesh_mcp.store.postgres import PostgresStore
 
         return await PostgresStore.open(str(target))  # type: ignore[return-value]
     return await Store.open(target)

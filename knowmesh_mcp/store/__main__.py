@@ -1,5 +1,5 @@
 """`python -m knowmesh_mcp.store`: write store/schema.sql from the SQLite migrations."""
 
-from .sqlite import consolidated_schema, store_dir
+from knowmesh_mcp.store.sqlite import consolidated_schema, store_dir
 
 (store_dir() / "schema.sql").write_text(consolidated_schema(), encoding="utf-8")

@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .rows import (
+from knowmesh_mcp.core.rows import (
     CandidateText,
     Edit,
     Frequencies,

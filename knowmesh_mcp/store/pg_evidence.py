@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..identity import agent_object
-from .rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DuplicateRow, StatsRow
-from .sqlite import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
+from knowmesh_mcp.core.identity import agent_object
+from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DuplicateRow, StatsRow
+from knowmesh_mcp.store.sqlite import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 
 # The key `insert_row` returns (SQLite's rowid): the identity column of each table it is given.
 ROW_KEYS = {
@@ -214,7 +214,7 @@ class EvidenceReads:
         meta = dict(await self._fetchall(
             "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))  # type: ignore[arg-type]
         integrity = "ok" if not unreadable else f"{unreadable} node(s) without their current version"
-        from .postgres import migrations
+        from knowmesh_mcp.store.postgres import migrations
 
         return {"schema_version": int(schema), "latest_schema_version": max(n for n, _, _ in migrations()),
                 "backend": "postgresql", "nodes": int(nodes), "indexed_nodes": int(indexed),

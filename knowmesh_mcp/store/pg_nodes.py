@@ -18,10 +18,10 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .interface import CopiedTable, copied_table
-from .rows import DuplicateRow, Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow, SyncedHead, SyncedRevision
-from .shared import listing_conditions
-from .sqlite import (
+from knowmesh_mcp.store.interface import CopiedTable, copied_table
+from knowmesh_mcp.core.rows import DuplicateRow, Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow, SyncedHead, SyncedRevision
+from knowmesh_mcp.store.shared import listing_conditions
+from knowmesh_mcp.store.sqlite import (
     NODE_COLUMNS,
     REVISION_COLUMNS,
     STATS_COLUMNS,

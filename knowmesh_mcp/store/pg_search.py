@@ -39,8 +39,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .rows import CandidateText, Frequencies, SearchRow, TermQuery
-from .shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
+from knowmesh_mcp.core.rows import CandidateText, Frequencies, SearchRow, TermQuery
+from knowmesh_mcp.store.shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
 
 CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
                      "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")

@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import DatabaseUnusable, KnowmeshError, database_busy, storage_full
-from .interface import STARTER_CORPUS
-from .pg_evidence import EvidenceReads
-from .pg_nodes import NodeReads
-from .pg_search import DEFERRED_KEY, SearchReads
-from .shared import CandidateTexts
-from .sqlite import read_migrations, store_dir, utc_now
+from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError, database_busy, storage_full
+from knowmesh_mcp.store.interface import STARTER_CORPUS
+from knowmesh_mcp.store.pg_evidence import EvidenceReads
+from knowmesh_mcp.store.pg_nodes import NodeReads
+from knowmesh_mcp.store.pg_search import DEFERRED_KEY, SearchReads
+from knowmesh_mcp.store.shared import CandidateTexts
+from knowmesh_mcp.store.sqlite import read_migrations, store_dir, utc_now
 
 if TYPE_CHECKING:
-    from .postgres_writer import PostgresWriter
+    from knowmesh_mcp.store.postgres_writer import PostgresWriter
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -155,8 +155,8 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         mesh's lock it never gives the event loop away, so it holds the lock for the time its
         statements take, not for the time every other request of a busy server takes. Only a
         wait for the lock (another server's write) runs in a thread."""
-        from .pg_immediate import ImmediateConnection
-        from .postgres_writer import PostgresWriter
+        from knowmesh_mcp.store.pg_immediate import ImmediateConnection
+        from knowmesh_mcp.store.postgres_writer import PostgresWriter
 
         import psycopg
 

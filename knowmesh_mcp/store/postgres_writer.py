@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .pg_evidence import EvidenceWrites
-from .pg_nodes import NodeWrites
-from .pg_search import SearchWrites
+from knowmesh_mcp.store.pg_evidence import EvidenceWrites
+from knowmesh_mcp.store.pg_nodes import NodeWrites
+from knowmesh_mcp.store.pg_search import SearchWrites
 
 
 class PostgresWriter(NodeWrites, SearchWrites, EvidenceWrites):

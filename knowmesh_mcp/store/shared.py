@@ -8,7 +8,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .rows import CandidateText, SearchRow
+from knowmesh_mcp.core.rows import CandidateText, SearchRow
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
 

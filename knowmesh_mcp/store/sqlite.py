@@ -23,12 +23,12 @@ from urllib.parse import quote
 
 import aiosqlite
 
-from ..errors import DatabaseUnusable, KnowmeshError, database_busy, read_only_database, storage_full
-from ..identity import agent_object
-from .interface import STARTER_CORPUS, CopiedTable, copied_table
-from .shared import (CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, listing_conditions, row_keys,
+from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError, database_busy, read_only_database, storage_full
+from knowmesh_mcp.core.identity import agent_object
+from knowmesh_mcp.store.interface import STARTER_CORPUS, CopiedTable, copied_table
+from knowmesh_mcp.store.shared import (CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, listing_conditions, row_keys,
                      term_count_delta)
-from .rows import (
+from knowmesh_mcp.core.rows import (
     CandidateText,
     DuplicateRow,
     Edit,

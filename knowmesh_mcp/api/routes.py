@@ -1,0 +1,545 @@
+"""The `/v1` routes (and `/llms.txt`, `/review.md`, `/dedupe.md`) as a table of module-level handlers.
+
+Each handler is `async def name(request) -> Response`: it parses the request, calls one `Service`
+method and renders its result, holding no domain logic and no SQL. What a handler reaches (the
+service, who acts, the write limit, the read-only flag) is the app's `ApiState`, set once by
+`http_app.build_app` as `app.state.api` (its service opened by the app's lifespan).
+
+Under `/v1/nodes/` a node id is `{ecosystem}/{slug}` and holds a slash: those routes take it whole
+as `{node:path}` before their suffix, first suffix first, each answering every method (a method it
+does not serve: 405 with its own Allow), so a malformed id is the handler's 400 `invalid_id`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from knowmesh_mcp.wire import requests as wire
+from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
+from knowmesh_mcp.api.auth import actor_of, bearer
+from knowmesh_mcp.core.identity import Actor, AuthMode
+from knowmesh_mcp.core.limits import MAX_DEPTH, MAX_INT, check_json, to_int
+from knowmesh_mcp.api.openapi import openapi_document
+from knowmesh_mcp.services.outcomes import Submission, dedupe_markdown, review_markdown
+from knowmesh_mcp.services.publishing import require_node_id
+from knowmesh_mcp.services.reading import ReadResult
+from knowmesh_mcp.services.service import Service, llms_txt
+
+MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
+# POST /v1/search carries up to 1 MiB of pasted output, which JSON escaping can grow.
+SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
+TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
+EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+MARKDOWN = "text/markdown; charset=utf-8"
+
+Handler = Callable[[Request], Awaitable[Response]]
+Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class ApiState:
+    """What the handlers reach, as `request.app.state.api`: the service (given, or opened from
+    `db_path` by the app's lifespan), the read-only flag, the write limit and the auth mode (what a
+    write without a bearer token may do, `identity.acting`)."""
+
+    service: Service | None = None
+    read_only: bool = False
+    write_limit: int = 10
+    auth: AuthMode = "off"
+    db_path: str | None = None  # for the lifespan: the store opened when no service was given
+    seed: bool = True
+    mcp_server: Any = None  # the MCP server mounted at /mcp, whose session manager the lifespan runs
+
+    def current(self) -> Service:
+        """The service (the getter the pages, the token check and the MCP tools are given)."""
+        if self.service is None:
+            raise RuntimeError("the app has not started: its lifespan opens the service")
+        return self.service
+
+    def writable(self) -> None:
+        if self.read_only:
+            raise KnowmeshError(403, "read_only", "this server is read-only")
+
+    def actor(self, request: Request | None, agent: Any) -> Actor:
+        """Who a request acts as: its bearer token's agent, else the auth mode's rule for `agent`."""
+        return actor_of(request, agent, self.auth)
+
+    async def submission(self, request: Request | None, actor: Actor, submit: Submit) -> dict[str, Any]:
+        """A write under --write-limit: 429 past the allowance, counted in the write's own transaction."""
+        client = request.client.host if request is not None and request.client else None
+        return await submit(Submission.of(actor, await self.current().ip_hash(client), self.write_limit))
+
+    async def mcp_actor(self, agent: Any, request: Any) -> Actor:
+        """Who an /mcp tool call acts as: the same rule and the same token as /v1."""
+        return self.actor(request if isinstance(request, Request) else None, agent)
+
+    async def mcp_submission(self, actor: Actor, request: Any, submit: Submit) -> dict[str, Any]:
+        """The same write limit for the /mcp tools, per agent or client address."""
+        return await self.submission(request if isinstance(request, Request) else None, actor, submit)
+
+
+def api(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def mesh(request: Request) -> Service:
+    return api(request).current()
+
+
+# -- reading requests ------------------------------------------------------------------------------
+
+
+async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
+    """The request body as JSON, refusing oversized bodies (413) and malformed JSON (400)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise KnowmeshError(400, "invalid_json", "the request body is empty; send a JSON object")
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise KnowmeshError(400, "invalid_json", f"the request body is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, integers past 4,300 digits
+        raise KnowmeshError(400, "invalid_json", f"the request body is not valid UTF-8 JSON: {error}") from None
+    return check_json(payload)
+
+
+def search_body(payload: Any) -> dict[str, Any]:
+    """A POST /v1/search body: the GET's fields (`wire.SearchQuery`), parsed with its model."""
+    if not isinstance(payload, dict):
+        raise KnowmeshError(400, "invalid_json", "the body must be a JSON object such as {\"q\": \"<the error>\"}")
+    for name in payload:
+        if name not in wire.SearchQuery.model_fields:
+            raise bad_parameter(name, f"unknown field {name!r}; a search takes {', '.join(wire.SearchQuery.model_fields)}")
+    for name, value in payload.items():  # JSON types as they are: "5" is no integer in a body
+        if isinstance(value, bool) or (name == "limit" and value is not None and not isinstance(value, int)):
+            raise bad_parameter(name, f"{name} must be {'an integer' if name == 'limit' else 'a string'}")
+    parsed = wire.parse(wire.SearchQuery, payload)
+    return {name: getattr(parsed, name) for name in payload} if parsed is not None else payload
+
+
+async def wire_body(request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None,
+                    shape: str | None = None) -> tuple[Any, list[str]]:
+    """A write's JSON body parsed with its `wire` model (a value past a bound: 400 `code` naming the
+    field), its old field names (`shape` of `wire.DEPRECATED_NAMES`) renamed; and the notes on them."""
+    payload = await read_json(request)
+    notes: list[str] = []
+    if shape is not None and isinstance(payload, dict):
+        payload, notes = wire.renamed(shape, payload)
+    wire.parse(model, payload, code=code, codes=codes)
+    return payload, notes
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    payload = await read_json(request)
+    if not isinstance(payload, dict):
+        raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
+    return payload
+
+
+async def parsed_object(request: Request, model: type[Any], codes: dict[str, str] | None = None) -> dict[str, Any]:
+    """A write's JSON object checked with its `wire` model, on a writable server."""
+    api(request).writable()
+    payload = await json_object(request)
+    wire.parse(model, payload, codes=codes)
+    return payload
+
+
+async def edit_body(request: Request, model: type[Any], codes: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """The node id of the path, and the body of an edit to it."""
+    node_id = require_node_id(node_of(request))
+    return node_id, await parsed_object(request, model, codes)
+
+
+def node_of(request: Request) -> str:
+    """The node id of a `/v1/nodes/{node:path}/...` path, as given (checked by `require_node_id`)."""
+    node: str = request.path_params["node"]
+    return node
+
+
+def agent_field(payload: Any) -> Any:
+    """The `agent` object a write body names (its shape is checked by `identity.claimed`)."""
+    return payload.get("agent") if isinstance(payload, dict) else None
+
+
+def int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    return to_int(value, name, lowest=-MAX_INT - 1)
+
+
+def answer(body: Any, status_code: int = 200) -> JSONResponse:
+    """A JSON answer marked as untrusted data (node text is written by agents)."""
+    return JSONResponse(body, status_code=status_code, headers=TRUST_HEADER)
+
+
+def markdown_answer(text: str) -> PlainTextResponse:
+    return PlainTextResponse(text, media_type=MARKDOWN, headers=TRUST_HEADER)
+
+
+def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Response:
+    headers = result.headers()
+    if request.headers.get("if-none-match") in {result.etag, f"W/{result.etag}"}:
+        return Response(status_code=304, headers=headers)
+    if markdown:
+        return PlainTextResponse(result.markdown(), headers=headers, media_type=MARKDOWN)
+    return JSONResponse(result.body, headers=headers)
+
+
+# -- nodes -----------------------------------------------------------------------------------------
+
+
+async def create_node(request: Request) -> Response:
+    state = api(request)
+    state.writable()
+    body = await read_json(request)
+    actor = state.actor(request, body.pop("agent", None) if isinstance(body, dict) else None)
+    created = await state.submission(request, actor,
+                                     lambda counted: state.current().create_node(body, actor=actor, submission=counted))
+    return answer(created, 201)
+
+
+async def list_nodes(request: Request) -> Response:
+    params = request.query_params
+    return answer(await mesh(request).list_nodes(ecosystem=params.get("ecosystem"), fields=params.get("fields"),
+                                                 limit=int_param(request, "limit"), cursor=params.get("cursor")))
+
+
+def read_wanted(request: Request) -> Any:
+    """A read's query: ?env=, ?solution=, ?fields=, ?include= (checked before the path's id)."""
+    params = request.query_params
+    return mesh(request).read_request(env=params.get("env"), solution=params.get("solution"),
+                                      fields=params.get("fields"), include=params.get("include"))
+
+
+async def node_read(request: Request, *, markdown: bool) -> Response:
+    """/v1/nodes/{ecosystem}/{slug}[.md]."""
+    wanted = read_wanted(request)
+    result = await mesh(request).read_node(require_node_id(node_of(request)), wanted)
+    return read_response(request, result, markdown=markdown)
+
+
+async def read_node(request: Request) -> Response:
+    return await node_read(request, markdown=False)
+
+
+async def read_node_markdown(request: Request) -> Response:
+    return await node_read(request, markdown=True)
+
+
+async def version_read(request: Request, *, markdown: bool) -> Response:
+    """/v1/nodes/{ecosystem}/{slug}/versions/{version}[.md]: the node as it was at a content hash."""
+    wanted, params = read_wanted(request), request.path_params
+    node_id = require_node_id(f"{params['ecosystem']}/{params['slug']}")
+    result = await mesh(request).read_version(node_id, params["version"], wanted)
+    return read_response(request, result, markdown=markdown)
+
+
+async def read_version(request: Request) -> Response:
+    return await version_read(request, markdown=False)
+
+
+async def read_version_markdown(request: Request) -> Response:
+    return await version_read(request, markdown=True)
+
+
+async def read_article(request: Request) -> Response:
+    result = await mesh(request).read_article(require_node_id(node_of(request)), include=request.query_params.get("include"))
+    return read_response(request, result, markdown=False)
+
+
+async def article_history(request: Request) -> Response:
+    node_id = require_node_id(node_of(request))
+    return answer(await mesh(request).article_history(node_id, **wire.query(wire.HistoryQuery, request.query_params)))
+
+
+async def patch_article(request: Request) -> Response:
+    node_id, payload = await edit_body(request, wire.ArticlePatch, codes={"ops": "invalid_op"})
+    result = await mesh(request).patch_article(
+        node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
+        agent=payload.get("agent"), summary=payload.get("summary"), actor=api(request).actor(request, payload.get("agent")),
+    )
+    return answer(result)
+
+
+async def revise_article(request: Request) -> Response:
+    node_id, payload = await edit_body(request, wire.ArticleRevision, codes={"article": "invalid_node"})
+    result = await mesh(request).revise_article(
+        node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
+        agent=payload.get("agent"), summary=payload.get("summary"), actor=api(request).actor(request, payload.get("agent")),
+    )
+    return answer(result)
+
+
+async def solutions_gone(request: Request) -> Response:
+    raise KnowmeshError(410, "gone", "answers are no longer posted separately: add one with PATCH "
+                        f"{node_of(request)}/article (op set, path /content/solutions/-)")
+
+
+async def list_failures(request: Request) -> Response:
+    return answer(await mesh(request).list_failures(require_node_id(node_of(request))))
+
+
+async def report_failed_attempt(request: Request) -> Response:
+    state, node_id = api(request), require_node_id(node_of(request))
+    state.writable()
+    payload, notes = await wire_body(request, wire.FailedAttempt, code="invalid_failure", shape="failures")
+    if isinstance(payload, dict) and "env" in payload:  # the service's name, either form of the value
+        payload = {**payload, "environment": wire.env_object(payload.pop("env"))}
+    actor = state.actor(request, agent_field(payload))
+    accepted = await state.submission(request, actor, lambda counted: state.current().report_failed_attempt(
+        node_id, payload, submission=counted, actor=actor))
+    return answer({**accepted, **wire.deprecation(notes)}, 202)
+
+
+async def set_status(request: Request) -> Response:
+    """Maintainers: POST {status: verified|draft|deprecated, note}."""
+    node_id, payload = await edit_body(request, wire.StatusChange)
+    actor = api(request).actor(request, agent_field(payload))
+    return answer(await mesh(request).set_status(node_id, payload.get("status"), note=payload.get("note"), actor=actor))
+
+
+async def list_feedback(request: Request) -> Response:
+    params = request.query_params
+    return answer(await mesh(request).list_feedback(node_of(request), after=params.get("after"), limit=params.get("limit")))
+
+
+async def undo(request: Request) -> Response:
+    """The undo token is the bearer (the spec's form), or `undo_token` in the body when the
+    bearer is the agent's own token (a mesh with auth on)."""
+    payload = await parsed_object(request, wire.Undo)
+    actor = api(request).actor(request, payload.get("agent"))
+    undo_token = payload.get("undo_token") or (None if actor.proof == "token" else bearer(request))
+    result = await mesh(request).undo_edit(request.path_params["revision_id"], undo_token=undo_token,
+                                           agent=payload.get("agent"), summary=payload.get("summary"), actor=actor)
+    return answer(result)
+
+
+# -- outcomes, review, dedupe, issues --------------------------------------------------------------
+
+
+async def feedback(request: Request) -> Response:
+    state = api(request)
+    state.writable()
+    payload, notes = await wire_body(request, wire.Feedback, code="invalid_feedback", codes={"outcome": "invalid_outcome"},
+                                     shape="feedback")
+    if isinstance(payload, dict):  # the service's names: node, and env as an object
+        payload = {**payload, **({"node": payload.pop("id")} if "id" in payload else {}),
+                   **({"env": wire.env_object(payload["env"])} if isinstance(payload.get("env"), str) else {})}
+    actor = state.actor(request, agent_field(payload))
+    accepted = await state.submission(request, actor,
+                                      lambda counted: state.current().report_outcome(payload, submission=counted, actor=actor))
+    return answer({**accepted, **wire.deprecation(notes)}, 202)
+
+
+async def review_page_of(request: Request) -> dict[str, Any]:
+    """One page of the review queue: ?limit=, ?offset= (next_offset of the previous page), ?reason=."""
+    return await mesh(request).review_queue(**wire.query(wire.ReviewQuery, request.query_params))
+
+
+async def review(request: Request) -> Response:
+    return answer(await review_page_of(request))
+
+
+async def review_md(request: Request) -> Response:
+    return markdown_answer(review_markdown(await review_page_of(request)))
+
+
+async def dedupe_tasks(request: Request) -> Response:
+    api(request).writable()
+    payload, _ = await wire_body(request, wire.DedupeTask, code="invalid_dedupe")
+    return answer(await mesh(request).open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))), 202)
+
+
+async def dedupe_vote(request: Request) -> Response:
+    api(request).writable()
+    payload, _ = await wire_body(request, wire.DedupeVote, code="invalid_dedupe")
+    actor = api(request).actor(request, agent_field(payload))
+    return answer(await mesh(request).vote_dedupe(request.path_params["task_id"], payload, actor=actor))
+
+
+async def dedupe_list(request: Request) -> Response:
+    status = request.query_params.get("status") or "open"
+    if status not in ("open", "flagged"):
+        raise bad_parameter("status", "status must be open (for agents to vote) or flagged (for maintainers to merge)")
+    limit = int_param(request, "limit") or 50
+    service = mesh(request)
+    return answer(await (service.flagged_pairs(limit=limit) if status == "flagged" else service.dedupe_queue(limit=limit)))
+
+
+async def dedupe_merge(request: Request) -> Response:
+    """Maintainers: POST {canonical_id?, note} confirms a flagged pair as one node."""
+    payload = await parsed_object(request, wire.MergeConfirmation)
+    result = await mesh(request).confirm_merge(request.path_params["task_id"], canonical_id=payload.get("canonical_id"),
+                                               note=payload.get("note"), actor=api(request).actor(request, agent_field(payload)))
+    return answer(result)
+
+
+async def dedupe_md(request: Request) -> Response:
+    return markdown_answer(dedupe_markdown(await mesh(request).dedupe_queue()))
+
+
+async def issues_post(request: Request) -> Response:
+    state = api(request)
+    state.writable()
+    payload, _ = await wire_body(request, wire.Issue, code="invalid_issue")
+    actor = state.actor(request, agent_field(payload))
+    filed = await state.submission(request, actor,
+                                   lambda counted: state.current().file_issue(payload, submission=counted, actor=actor))
+    filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
+    return answer(filed, 202)
+
+
+async def issue_status(request: Request) -> Response:
+    """Maintainers: POST {status: closed|discarded, note}."""
+    payload = await parsed_object(request, wire.IssueResolution)
+    result = await mesh(request).resolve_issue(request.path_params["number"], payload.get("status"),
+                                               note=payload.get("note"), actor=api(request).actor(request, agent_field(payload)))
+    return answer(result)
+
+
+async def audit(request: Request) -> Response:
+    params = request.query_params
+    return answer(await mesh(request).audit_log(target=params.get("target"), after=params.get("after"), limit=params.get("limit")))
+
+
+# -- the feed, search, the service itself ----------------------------------------------------------
+
+
+async def changes(request: Request) -> Response:
+    return answer(await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit")))
+
+
+async def changes_jsonl(request: Request) -> Response:
+    page = await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+    lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in page["changes"])
+    headers = {**TRUST_HEADER, "X-Knowmesh-Next-Cursor": page["next_cursor"],
+               "X-Knowmesh-Has-More": "true" if page["has_more"] else "false"}
+    return Response(lines, media_type="application/x-ndjson", headers=headers)
+
+
+async def search(request: Request) -> Response:
+    params = request.query_params
+    wanted = wire.query(wire.SearchQuery, params)
+    return answer(await mesh(request).search(params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"),
+                                             limit=wanted.get("limit")))
+
+
+async def search_post(request: Request) -> Response:
+    """POST /v1/search: the GET's fields as a JSON body, for pasted output too long for a URL."""
+    body = search_body(await read_json(request, SEARCH_BODY_BYTES))
+    return answer(await mesh(request).search(body.get("q"), env=wire.env_text(body.get("env")),
+                                             ecosystem=body.get("ecosystem"), limit=body.get("limit")))
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse(await mesh(request).health(auth=api(request).auth))
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+async def llms(request: Request) -> Response:
+    return PlainTextResponse(llms_txt(), media_type=MARKDOWN)
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+
+class ByMethod:
+    """One endpoint for a path served by several handlers, one per method (HEAD: GET's): Starlette
+    answers a 405 from the first route whose path matches, so two routes on one path would each
+    hide the other's methods. A method it does not serve is a 405 naming those it does."""
+
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self.handlers = handlers
+        self.allow = ", ".join(("HEAD", *handlers) if "GET" in handlers else handlers)
+
+    async def endpoint(self, request: Request) -> Response:
+        handler = self.handlers.get("GET" if request.method == "HEAD" else request.method)
+        if handler is None:
+            raise HTTPException(405, f"{request.method} is not allowed here; use {self.allow}", headers={"Allow": self.allow})
+        return await handler(request)
+
+
+def route(path: str, **handlers: Handler) -> Route:
+    """A route serving `handlers` by method; Starlette answers any other method's 405."""
+    endpoint = next(iter(handlers.values())) if len(handlers) == 1 else ByMethod(handlers).endpoint
+    return Route(path, endpoint, methods=list(handlers))
+
+
+def node_route(path: str, **handlers: Handler) -> Route:
+    """A route under /v1/nodes/ that takes every method, so that the first path that matches
+    answers (a node id may end in what looks like another route's suffix), with its own 405."""
+    return Route(path, ByMethod(handlers).endpoint, methods=EVERY_METHOD)
+
+
+class SegmentConvertor(Convertor[str]):
+    """`{name:segment}`: one path segment, possibly empty (a pinned version's parts as the
+    dispatcher split them; an empty one is the id's 400, not the router's 404)."""
+
+    regex = "[^/]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return str(value)
+
+
+register_url_convertor("segment", SegmentConvertor())
+
+VERSION = "/v1/nodes/{ecosystem:segment}/{slug:segment}/versions/{version:segment}"
+
+ROUTES: tuple[Route, ...] = (
+    route("/llms.txt", GET=llms),
+    route("/v1/openapi.json", GET=openapi),
+    route("/v1/health", GET=health),
+    route("/v1/search", GET=search, POST=search_post),
+    route("/v1/issues", POST=issues_post),
+    route("/v1/changes", GET=changes),
+    route("/v1/changes.jsonl", GET=changes_jsonl),
+    route("/v1/feedback", POST=feedback),
+    route("/v1/review", GET=review),
+    route("/review.md", GET=review_md),
+    route("/v1/dedupe/tasks", GET=dedupe_list, POST=dedupe_tasks),
+    route("/v1/dedupe/tasks/{task_id}/votes", POST=dedupe_vote),
+    route("/v1/dedupe/tasks/{task_id}/merge", POST=dedupe_merge),
+    route("/v1/issues/{number}/status", POST=issue_status),
+    route("/v1/audit", GET=audit),
+    route("/dedupe.md", GET=dedupe_md),
+    route("/v1/nodes", GET=list_nodes, POST=create_node),
+    # Under /v1/nodes/, in the order the paths are tried: the first whose path matches answers.
+    node_route("/v1/nodes/{node:path}/article/revisions", GET=article_history, POST=revise_article),
+    node_route("/v1/nodes/{node:path}/article", GET=read_article, PATCH=patch_article),
+    node_route("/v1/nodes/{node:path}/solutions", POST=solutions_gone),
+    node_route("/v1/nodes/{node:path}/failures", GET=list_failures, POST=report_failed_attempt),
+    node_route("/v1/nodes/{node:path}/feedback", GET=list_feedback),
+    node_route("/v1/nodes/{node:path}/status", POST=set_status),
+    node_route(VERSION + ".md", GET=read_version_markdown),
+    node_route(VERSION, GET=read_version),
+    node_route("/v1/nodes/{node:path}.md", GET=read_node_markdown),
+    node_route("/v1/nodes/{node:path}", GET=read_node),
+    route("/v1/article-revisions/{revision_id}/undo", POST=undo),
+)
+"""Every `/v1` route (and `/llms.txt`, `/review.md`, `/dedupe.md`); `build_app` adds the pages and `/mcp`."""

@@ -1,0 +1,2 @@
+"""The `knowmesh-mcp` command: its parser and commands (`main`).
+"""

@@ -1,0 +1,27 @@
+"""The MCP tools, one module each, registered in this order by `mcp_server.build_mcp_server`.
+
+A tool module names itself (`NAME`, `TITLE`, `DESCRIPTION`, `ANNOTATIONS`), its arguments and
+result (`ARGUMENTS` of `wire`, `RESULT` of `results`), whether it writes (`WRITES`), and one
+`call(args, calls, ctx)` that answers it through `Calls`: the mesh, who acts, the write limit.
+Adapters hold no domain logic and no SQL.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from knowmesh_mcp.mcp.tools import article_history
+from knowmesh_mcp.mcp.tools import create_node
+from knowmesh_mcp.mcp.tools import patch_article
+from knowmesh_mcp.mcp.tools import read_article
+from knowmesh_mcp.mcp.tools import report_failed_attempt
+from knowmesh_mcp.mcp.tools import report_outcome
+from knowmesh_mcp.mcp.tools import review_queue
+from knowmesh_mcp.mcp.tools import revise_article
+from knowmesh_mcp.mcp.tools import search
+from knowmesh_mcp.mcp.tools import undo_edit
+
+TOOLS: tuple[ModuleType, ...] = (
+    search, read_article, article_history, review_queue,
+    patch_article, revise_article, undo_edit, report_outcome, report_failed_attempt, create_node,
+)

@@ -1,0 +1,65 @@
+"""What every tool module shares: `Calls` (how a tool reaches the mesh, who acts, the write
+limit) and the small conversions from parsed arguments to the service's JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel
+
+from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.services.outcomes import UNCOUNTED, Submission
+
+# Only the hints that differ from the protocol's defaults (not read-only, destructive, not idempotent, open world):
+# every byte of tools/list is read into each session's context.
+READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+APPEND = ToolAnnotations(destructive_hint=False)
+
+Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Calls:
+    """How a tool reaches the mesh and says who acts. Over HTTP `identify` is the bearer token's rule
+    and `guard` the write limit, as on `/v1`; over stdio (`local_agent`) the mesh's own agent acts
+    unless the call names one; in-process the claimed id stands."""
+
+    get_mesh: Callable[[], Any]
+    identify: Callable[[Any, Any], Awaitable[Actor]] | None = None
+    guard: Callable[[Actor | None, Any, Submit], Awaitable[dict[str, Any]]] | None = None
+    local_agent: bool = False
+
+    def mesh(self) -> Any:
+        return self.get_mesh()
+
+    async def actor_for(self, agent: dict[str, Any] | None, ctx: Any) -> Actor | None:
+        if self.identify is not None:
+            return await self.identify(agent, request_of(ctx))
+        if self.local_agent:
+            return await self.mesh().local_actor(agent)
+        return None  # the mesh takes the claimed id (a personal mesh in-process)
+
+    async def submitted(self, actor: Actor | None, ctx: Any, submit: Submit) -> dict[str, Any]:
+        """A submission, counted against the HTTP server's write limit when there is one."""
+        if self.guard is None:
+            return await submit(UNCOUNTED)
+        return await self.guard(actor, request_of(ctx), submit)
+
+
+def request_of(ctx: Any) -> Any:
+    return ctx.request_context.request if ctx is not None else None
+
+
+def plain(value: Any) -> Any:
+    """A parsed sub-object as the JSON the service takes (None stays None)."""
+    return value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
+
+
+def without_notes(body: dict[str, Any]) -> dict[str, Any]:
+    """A mesh's answer without the deprecation notes of its own request (a remote mesh is sent the
+    HTTP names): the tool result notes the names its caller used."""
+    body.pop("deprecated", None)
+    return body
