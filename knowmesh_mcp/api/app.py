@@ -19,14 +19,14 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from knowmesh_mcp.api.routes import ROUTES, TRUST_HEADER, ApiState
-from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.auth import auth_middleware
 from knowmesh_mcp.api.guard import CrossSiteGuard, is_loopback
+from knowmesh_mcp.api.routes import ROUTES, TRUST_HEADER, ApiState
+from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import AuthMode
-from knowmesh_mcp.web.shell import error_page
-from knowmesh_mcp.web.pages import page_routes, wants_html
 from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.web.pages import page_routes, wants_html
+from knowmesh_mcp.web.shell import error_page
 
 log = logging.getLogger("knowmesh.http")
 
@@ -40,7 +40,7 @@ def moved_location(request: Request, merged: str, canonical: str) -> str:
     path = request.url.path
     for prefix in ("/v1/nodes/", "/nodes/"):
         if path.startswith(prefix + merged):
-            path = prefix + canonical + path[len(prefix + merged):]
+            path = prefix + canonical + path[len(prefix + merged) :]
             break
     return path + (f"?{request.url.query}" if request.url.query else "")
 
@@ -49,7 +49,9 @@ async def on_knowmesh_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, KnowmeshError)
     response = error_response(error)
     if error.status == 301:  # a merged node: the same URL with the canonical id
-        response.headers["Location"] = moved_location(request, error.details["merged"], error.top_level["canonical"]["id"])
+        response.headers["Location"] = moved_location(
+            request, error.details["merged"], error.top_level["canonical"]["id"]
+        )
     if "retry_after_seconds" in error.details:
         response.headers["Retry-After"] = str(error.details["retry_after_seconds"])
     return response
@@ -100,8 +102,9 @@ def mcp_routes(state: ApiState, *, host: str, tools: Collection[str] | None) -> 
     from knowmesh_mcp.mcp.http_checks import checked_mcp_routes
     from knowmesh_mcp.mcp.server import build_mcp_server
 
-    state.mcp_server = build_mcp_server(state.current, read_only=state.read_only, identify=state.mcp_actor,
-                                        guard=state.mcp_submission, tools=tools)
+    state.mcp_server = build_mcp_server(
+        state.current, read_only=state.read_only, identify=state.mcp_actor, guard=state.mcp_submission, tools=tools
+    )
     # Stateless: a session per `initialize` let anyone without a token use up every session
     # (max_sessions) for 30 minutes, and a session lives on one server of a team's several.
     mcp_app = state.mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host, stateless_http=True)
@@ -116,8 +119,15 @@ def server_config(app: Any, *, host: str, port: int, trust_proxy: str | None = N
     """
     import uvicorn
 
-    return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                          proxy_headers=bool(trust_proxy), forwarded_allow_ips=trust_proxy or "")
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        proxy_headers=bool(trust_proxy),
+        forwarded_allow_ips=trust_proxy or "",
+    )
 
 
 def build_app(
@@ -140,15 +150,19 @@ def build_app(
     `auth` is what a write without a bearer token may do (`identity.acting`); a valid token
     proves its agent in every mode. `tools`: the MCP tools served at `/mcp` (None: all).
     """
-    state = ApiState(service=service, read_only=read_only, write_limit=write_limit, auth=auth, db_path=db_path, seed=seed)
+    state = ApiState(
+        service=service, read_only=read_only, write_limit=write_limit, auth=auth, db_path=db_path, seed=seed
+    )
     routes: list[Any] = [*ROUTES, *page_routes(state.current)]
     if with_mcp:
         routes += mcp_routes(state, host=host, tools=tools)
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins),
-                    *auth_middleware(state.current)],
+        middleware=[
+            Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins),
+            *auth_middleware(state.current),
+        ],
         exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.api = state

@@ -51,13 +51,19 @@ class RefuseUnknownTokens:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not isinstance(scope.get("user"), AuthenticatedUser) \
-                and not UNDO_PATH.match(scope["path"]):
+        if (
+            scope["type"] == "http"
+            and not isinstance(scope.get("user"), AuthenticatedUser)
+            and not UNDO_PATH.match(scope["path"])
+        ):
             connection = HTTPConnection(scope)
             if bearer(connection):
                 error = invalid_token()
-                response = JSONResponse(error.to_body(), status_code=error.status,
-                                        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+                response = JSONResponse(
+                    error.to_body(),
+                    status_code=error.status,
+                    headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -112,19 +112,36 @@ class CrossSiteGuard:
 def _with_cors(send: Send, origin: str) -> Send:
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []),
-                                              (b"access-control-allow-origin", origin.encode("latin-1")),
-                                              (b"access-control-expose-headers", b"etag, x-knowmesh-article-revision, "
-                                               b"x-knowmesh-node-version, x-knowmesh-content-trust"),
-                                              (b"vary", b"Origin")]}
+            message = {
+                **message,
+                "headers": [
+                    *message.get("headers", []),
+                    (b"access-control-allow-origin", origin.encode("latin-1")),
+                    (
+                        b"access-control-expose-headers",
+                        b"etag, x-knowmesh-article-revision, x-knowmesh-node-version, x-knowmesh-content-trust",
+                    ),
+                    (b"vary", b"Origin"),
+                ],
+            }
         await send(message)
 
     return sending
 
 
 async def _error(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()  # compact, as every body
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"x-knowmesh-content-trust", b"untrusted-data")]})
+    body = json.dumps(
+        {"error": {"code": code, "message": message}}, separators=(",", ":")
+    ).encode()  # compact, as every body
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"x-knowmesh-content-trust", b"untrusted-data"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -23,16 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from knowmesh_mcp.wire import requests as wire
-from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.api.auth import actor_of, bearer
+from knowmesh_mcp.api.openapi import openapi_document
+from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.core.identity import Actor, AuthMode
 from knowmesh_mcp.core.limits import MAX_DEPTH, MAX_INT, check_json, to_int
-from knowmesh_mcp.api.openapi import openapi_document
 from knowmesh_mcp.services.outcomes import Submission, dedupe_markdown, review_markdown
 from knowmesh_mcp.services.publishing import require_node_id
 from knowmesh_mcp.services.reading import ReadResult
 from knowmesh_mcp.services.service import Service, llms_txt
+from knowmesh_mcp.wire import requests as wire
 
 MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
 # POST /v1/search carries up to 1 MiB of pasted output, which JSON escaping can grow.
@@ -125,10 +125,12 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
 def search_body(payload: Any) -> dict[str, Any]:
     """A POST /v1/search body: the GET's fields (`wire.SearchQuery`), parsed with its model."""
     if not isinstance(payload, dict):
-        raise KnowmeshError(400, "invalid_json", "the body must be a JSON object such as {\"q\": \"<the error>\"}")
+        raise KnowmeshError(400, "invalid_json", 'the body must be a JSON object such as {"q": "<the error>"}')
     for name in payload:
         if name not in wire.SearchQuery.model_fields:
-            raise bad_parameter(name, f"unknown field {name!r}; a search takes {', '.join(wire.SearchQuery.model_fields)}")
+            raise bad_parameter(
+                name, f"unknown field {name!r}; a search takes {', '.join(wire.SearchQuery.model_fields)}"
+            )
     for name, value in payload.items():  # JSON types as they are: "5" is no integer in a body
         if isinstance(value, bool) or (name == "limit" and value is not None and not isinstance(value, int)):
             raise bad_parameter(name, f"{name} must be {'an integer' if name == 'limit' else 'a string'}")
@@ -136,8 +138,9 @@ def search_body(payload: Any) -> dict[str, Any]:
     return {name: getattr(parsed, name) for name in payload} if parsed is not None else payload
 
 
-async def wire_body(request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None,
-                    shape: str | None = None) -> tuple[Any, list[str]]:
+async def wire_body(
+    request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None, shape: str | None = None
+) -> tuple[Any, list[str]]:
     """A write's JSON body parsed with its `wire` model (a value past a bound: 400 `code` naming the
     field), its old field names (`shape` of `wire.DEPRECATED_NAMES`) renamed; and the notes on them."""
     payload = await read_json(request)
@@ -163,7 +166,9 @@ async def parsed_object(request: Request, model: type[Any], codes: dict[str, str
     return payload
 
 
-async def edit_body(request: Request, model: type[Any], codes: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+async def edit_body(
+    request: Request, model: type[Any], codes: dict[str, str] | None = None
+) -> tuple[str, dict[str, Any]]:
     """The node id of the path, and the body of an edit to it."""
     node_id = require_node_id(node_of(request))
     return node_id, await parsed_object(request, model, codes)
@@ -213,22 +218,33 @@ async def create_node(request: Request) -> Response:
     state.writable()
     body = await read_json(request)
     actor = state.actor(request, body.pop("agent", None) if isinstance(body, dict) else None)
-    created = await state.submission(request, actor,
-                                     lambda counted: state.current().create_node(body, actor=actor, submission=counted))
+    created = await state.submission(
+        request, actor, lambda counted: state.current().create_node(body, actor=actor, submission=counted)
+    )
     return answer(created, 201)
 
 
 async def list_nodes(request: Request) -> Response:
     params = request.query_params
-    return answer(await mesh(request).list_nodes(ecosystem=params.get("ecosystem"), fields=params.get("fields"),
-                                                 limit=int_param(request, "limit"), cursor=params.get("cursor")))
+    return answer(
+        await mesh(request).list_nodes(
+            ecosystem=params.get("ecosystem"),
+            fields=params.get("fields"),
+            limit=int_param(request, "limit"),
+            cursor=params.get("cursor"),
+        )
+    )
 
 
 def read_wanted(request: Request) -> Any:
     """A read's query: ?env=, ?solution=, ?fields=, ?include= (checked before the path's id)."""
     params = request.query_params
-    return mesh(request).read_request(env=params.get("env"), solution=params.get("solution"),
-                                      fields=params.get("fields"), include=params.get("include"))
+    return mesh(request).read_request(
+        env=params.get("env"),
+        solution=params.get("solution"),
+        fields=params.get("fields"),
+        include=params.get("include"),
+    )
 
 
 async def node_read(request: Request, *, markdown: bool) -> Response:
@@ -263,7 +279,9 @@ async def read_version_markdown(request: Request) -> Response:
 
 
 async def read_article(request: Request) -> Response:
-    result = await mesh(request).read_article(require_node_id(node_of(request)), include=request.query_params.get("include"))
+    result = await mesh(request).read_article(
+        require_node_id(node_of(request)), include=request.query_params.get("include")
+    )
     return read_response(request, result, markdown=False)
 
 
@@ -275,8 +293,12 @@ async def article_history(request: Request) -> Response:
 async def patch_article(request: Request) -> Response:
     node_id, payload = await edit_body(request, wire.ArticlePatch, codes={"ops": "invalid_op"})
     result = await mesh(request).patch_article(
-        node_id, base_revision=payload.get("base_revision"), ops=payload.get("ops"),
-        agent=payload.get("agent"), summary=payload.get("summary"), actor=api(request).actor(request, payload.get("agent")),
+        node_id,
+        base_revision=payload.get("base_revision"),
+        ops=payload.get("ops"),
+        agent=payload.get("agent"),
+        summary=payload.get("summary"),
+        actor=api(request).actor(request, payload.get("agent")),
     )
     return answer(result)
 
@@ -284,15 +306,23 @@ async def patch_article(request: Request) -> Response:
 async def revise_article(request: Request) -> Response:
     node_id, payload = await edit_body(request, wire.ArticleRevision, codes={"article": "invalid_node"})
     result = await mesh(request).revise_article(
-        node_id, base_revision=payload.get("base_revision"), article=payload.get("article"),
-        agent=payload.get("agent"), summary=payload.get("summary"), actor=api(request).actor(request, payload.get("agent")),
+        node_id,
+        base_revision=payload.get("base_revision"),
+        article=payload.get("article"),
+        agent=payload.get("agent"),
+        summary=payload.get("summary"),
+        actor=api(request).actor(request, payload.get("agent")),
     )
     return answer(result)
 
 
 async def solutions_gone(request: Request) -> Response:
-    raise KnowmeshError(410, "gone", "answers are no longer posted separately: add one with PATCH "
-                        f"{node_of(request)}/article (op set, path /content/solutions/-)")
+    raise KnowmeshError(
+        410,
+        "gone",
+        "answers are no longer posted separately: add one with PATCH "
+        f"{node_of(request)}/article (op set, path /content/solutions/-)",
+    )
 
 
 async def list_failures(request: Request) -> Response:
@@ -306,8 +336,11 @@ async def report_failed_attempt(request: Request) -> Response:
     if isinstance(payload, dict) and "env" in payload:  # the service's name, either form of the value
         payload = {**payload, "environment": wire.env_object(payload.pop("env"))}
     actor = state.actor(request, agent_field(payload))
-    accepted = await state.submission(request, actor, lambda counted: state.current().report_failed_attempt(
-        node_id, payload, submission=counted, actor=actor))
+    accepted = await state.submission(
+        request,
+        actor,
+        lambda counted: state.current().report_failed_attempt(node_id, payload, submission=counted, actor=actor),
+    )
     return answer({**accepted, **wire.deprecation(notes)}, 202)
 
 
@@ -320,7 +353,9 @@ async def set_status(request: Request) -> Response:
 
 async def list_feedback(request: Request) -> Response:
     params = request.query_params
-    return answer(await mesh(request).list_feedback(node_of(request), after=params.get("after"), limit=params.get("limit")))
+    return answer(
+        await mesh(request).list_feedback(node_of(request), after=params.get("after"), limit=params.get("limit"))
+    )
 
 
 async def undo(request: Request) -> Response:
@@ -329,8 +364,13 @@ async def undo(request: Request) -> Response:
     payload = await parsed_object(request, wire.Undo)
     actor = api(request).actor(request, payload.get("agent"))
     undo_token = payload.get("undo_token") or (None if actor.proof == "token" else bearer(request))
-    result = await mesh(request).undo_edit(request.path_params["revision_id"], undo_token=undo_token,
-                                           agent=payload.get("agent"), summary=payload.get("summary"), actor=actor)
+    result = await mesh(request).undo_edit(
+        request.path_params["revision_id"],
+        undo_token=undo_token,
+        agent=payload.get("agent"),
+        summary=payload.get("summary"),
+        actor=actor,
+    )
     return answer(result)
 
 
@@ -340,14 +380,19 @@ async def undo(request: Request) -> Response:
 async def feedback(request: Request) -> Response:
     state = api(request)
     state.writable()
-    payload, notes = await wire_body(request, wire.Feedback, code="invalid_feedback", codes={"outcome": "invalid_outcome"},
-                                     shape="feedback")
+    payload, notes = await wire_body(
+        request, wire.Feedback, code="invalid_feedback", codes={"outcome": "invalid_outcome"}, shape="feedback"
+    )
     if isinstance(payload, dict):  # the service's names: node, and env as an object
-        payload = {**payload, **({"node": payload.pop("id")} if "id" in payload else {}),
-                   **({"env": wire.env_object(payload["env"])} if isinstance(payload.get("env"), str) else {})}
+        payload = {
+            **payload,
+            **({"node": payload.pop("id")} if "id" in payload else {}),
+            **({"env": wire.env_object(payload["env"])} if isinstance(payload.get("env"), str) else {}),
+        }
     actor = state.actor(request, agent_field(payload))
-    accepted = await state.submission(request, actor,
-                                      lambda counted: state.current().report_outcome(payload, submission=counted, actor=actor))
+    accepted = await state.submission(
+        request, actor, lambda counted: state.current().report_outcome(payload, submission=counted, actor=actor)
+    )
     return answer({**accepted, **wire.deprecation(notes)}, 202)
 
 
@@ -367,7 +412,9 @@ async def review_md(request: Request) -> Response:
 async def dedupe_tasks(request: Request) -> Response:
     api(request).writable()
     payload, _ = await wire_body(request, wire.DedupeTask, code="invalid_dedupe")
-    return answer(await mesh(request).open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))), 202)
+    return answer(
+        await mesh(request).open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))), 202
+    )
 
 
 async def dedupe_vote(request: Request) -> Response:
@@ -383,14 +430,20 @@ async def dedupe_list(request: Request) -> Response:
         raise bad_parameter("status", "status must be open (for agents to vote) or flagged (for maintainers to merge)")
     limit = int_param(request, "limit") or 50
     service = mesh(request)
-    return answer(await (service.flagged_pairs(limit=limit) if status == "flagged" else service.dedupe_queue(limit=limit)))
+    return answer(
+        await (service.flagged_pairs(limit=limit) if status == "flagged" else service.dedupe_queue(limit=limit))
+    )
 
 
 async def dedupe_merge(request: Request) -> Response:
     """Maintainers: POST {canonical_id?, note} confirms a flagged pair as one node."""
     payload = await parsed_object(request, wire.MergeConfirmation)
-    result = await mesh(request).confirm_merge(request.path_params["task_id"], canonical_id=payload.get("canonical_id"),
-                                               note=payload.get("note"), actor=api(request).actor(request, agent_field(payload)))
+    result = await mesh(request).confirm_merge(
+        request.path_params["task_id"],
+        canonical_id=payload.get("canonical_id"),
+        note=payload.get("note"),
+        actor=api(request).actor(request, agent_field(payload)),
+    )
     return answer(result)
 
 
@@ -403,8 +456,9 @@ async def issues_post(request: Request) -> Response:
     state.writable()
     payload, _ = await wire_body(request, wire.Issue, code="invalid_issue")
     actor = state.actor(request, agent_field(payload))
-    filed = await state.submission(request, actor,
-                                   lambda counted: state.current().file_issue(payload, submission=counted, actor=actor))
+    filed = await state.submission(
+        request, actor, lambda counted: state.current().file_issue(payload, submission=counted, actor=actor)
+    )
     filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
     return answer(filed, 202)
 
@@ -412,43 +466,60 @@ async def issues_post(request: Request) -> Response:
 async def issue_status(request: Request) -> Response:
     """Maintainers: POST {status: closed|discarded, note}."""
     payload = await parsed_object(request, wire.IssueResolution)
-    result = await mesh(request).resolve_issue(request.path_params["number"], payload.get("status"),
-                                               note=payload.get("note"), actor=api(request).actor(request, agent_field(payload)))
+    result = await mesh(request).resolve_issue(
+        request.path_params["number"],
+        payload.get("status"),
+        note=payload.get("note"),
+        actor=api(request).actor(request, agent_field(payload)),
+    )
     return answer(result)
 
 
 async def audit(request: Request) -> Response:
     params = request.query_params
-    return answer(await mesh(request).audit_log(target=params.get("target"), after=params.get("after"), limit=params.get("limit")))
+    return answer(
+        await mesh(request).audit_log(target=params.get("target"), after=params.get("after"), limit=params.get("limit"))
+    )
 
 
 # -- the feed, search, the service itself ----------------------------------------------------------
 
 
 async def changes(request: Request) -> Response:
-    return answer(await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit")))
+    return answer(
+        await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+    )
 
 
 async def changes_jsonl(request: Request) -> Response:
     page = await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
     lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in page["changes"])
-    headers = {**TRUST_HEADER, "X-Knowmesh-Next-Cursor": page["next_cursor"],
-               "X-Knowmesh-Has-More": "true" if page["has_more"] else "false"}
+    headers = {
+        **TRUST_HEADER,
+        "X-Knowmesh-Next-Cursor": page["next_cursor"],
+        "X-Knowmesh-Has-More": "true" if page["has_more"] else "false",
+    }
     return Response(lines, media_type="application/x-ndjson", headers=headers)
 
 
 async def search(request: Request) -> Response:
     params = request.query_params
     wanted = wire.query(wire.SearchQuery, params)
-    return answer(await mesh(request).search(params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"),
-                                             limit=wanted.get("limit")))
+    return answer(
+        await mesh(request).search(
+            params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"), limit=wanted.get("limit")
+        )
+    )
 
 
 async def search_post(request: Request) -> Response:
     """POST /v1/search: the GET's fields as a JSON body, for pasted output too long for a URL."""
     body = search_body(await read_json(request, SEARCH_BODY_BYTES))
-    return answer(await mesh(request).search(body.get("q"), env=wire.env_text(body.get("env")),
-                                             ecosystem=body.get("ecosystem"), limit=body.get("limit")))
+    return answer(
+        await mesh(request).search(
+            body.get("q"), env=wire.env_text(body.get("env")), ecosystem=body.get("ecosystem"), limit=body.get("limit")
+        )
+    )
 
 
 async def health(request: Request) -> Response:
@@ -478,7 +549,9 @@ class ByMethod:
     async def endpoint(self, request: Request) -> Response:
         handler = self.handlers.get("GET" if request.method == "HEAD" else request.method)
         if handler is None:
-            raise HTTPException(405, f"{request.method} is not allowed here; use {self.allow}", headers={"Allow": self.allow})
+            raise HTTPException(
+                405, f"{request.method} is not allowed here; use {self.allow}", headers={"Allow": self.allow}
+            )
         return await handler(request)
 
 

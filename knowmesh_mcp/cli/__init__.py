@@ -1,2 +1,1 @@
-"""The `knowmesh-mcp` command: its parser and commands (`main`).
-"""
+"""The `knowmesh-mcp` command: its parser and commands (`main`)."""

@@ -41,7 +41,9 @@ def database_path(args: argparse.Namespace) -> str:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise UsageError(f"cannot create {path}: folder {folder} cannot be made ({error.strerror or error})") from None
+            raise UsageError(
+                f"cannot create {path}: folder {folder} cannot be made ({error.strerror or error})"
+            ) from None
     return path
 
 
@@ -98,10 +100,15 @@ def database_options(*, nested: bool = False) -> argparse.ArgumentParser:
     (SUPPRESS), so `token --db team.db add alice` is not undone by the action's default."""
     options = argparse.ArgumentParser(add_help=False)
     unset = {"default": argparse.SUPPRESS} if nested else {}
-    options.add_argument("--db", help="database file, or postgresql://... for a team's mesh "
-                                      "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)", **unset)
-    options.add_argument("--empty", action="store_true", help="do not load the starter corpus into a new database",
-                         **unset)
+    options.add_argument(
+        "--db",
+        help="database file, or postgresql://... for a team's mesh "
+        "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)",
+        **unset,
+    )
+    options.add_argument(
+        "--empty", action="store_true", help="do not load the starter corpus into a new database", **unset
+    )
     return options
 
 
@@ -111,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="knowmesh-mcp",
         description="A shared knowledge base of failure patterns for coding agents (MCP server, HTTP service, CLI). "
-                    "Without a command: serve MCP over stdio, for an MCP client to start.",
+        "Without a command: serve MCP over stdio, for an MCP client to start.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -121,22 +128,41 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--stdio", action="store_true", help="MCP over stdin/stdout (the default)")
     mode.add_argument("--http", action="store_true", help="HTTP API and MCP streamable HTTP at /mcp")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP only: the address to listen on")
-    serve.add_argument("--auth", choices=("required", "optional", "off"),
-                       help="HTTP only: writes need an agent token (required), may carry one (optional), or take "
-                            "ids as claimed (off) (default: off on a loopback --host, required on any other)")
+    serve.add_argument(
+        "--auth",
+        choices=("required", "optional", "off"),
+        help="HTTP only: writes need an agent token (required), may carry one (optional), or take "
+        "ids as claimed (off) (default: off on a loopback --host, required on any other)",
+    )
     serve.add_argument("--port", type=int, default=8765, help="HTTP only: the port to listen on")
     serve.add_argument("--read-only", action="store_true", help="expose read tools and routes only")
-    serve.add_argument("--tools", metavar="NAME,...", type=tool_list,
-                       help="serve only these MCP tools, e.g. search,read_article,report_outcome (default: all; "
-                            "the /v1 API is unchanged)")
-    serve.add_argument("--remote", metavar="URL",
-                       help="stdio only: answer every tool through this mesh's HTTP API (default: $KNOWMESH_URL)")
-    serve.add_argument("--write-limit", type=int, default=10,
-                       help="HTTP only: submissions per hour per agent or IP (0 disables)")
-    serve.add_argument("--trust-proxy", metavar="ADDR",
-                       help="believe X-Forwarded-For only from these proxy addresses (comma-separated; default: none)")
-    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                       help="let pages of this origin call the API from a browser (repeatable; default: none)")
+    serve.add_argument(
+        "--tools",
+        metavar="NAME,...",
+        type=tool_list,
+        help="serve only these MCP tools, e.g. search,read_article,report_outcome (default: all; "
+        "the /v1 API is unchanged)",
+    )
+    serve.add_argument(
+        "--remote",
+        metavar="URL",
+        help="stdio only: answer every tool through this mesh's HTTP API (default: $KNOWMESH_URL)",
+    )
+    serve.add_argument(
+        "--write-limit", type=int, default=10, help="HTTP only: submissions per hour per agent or IP (0 disables)"
+    )
+    serve.add_argument(
+        "--trust-proxy",
+        metavar="ADDR",
+        help="believe X-Forwarded-For only from these proxy addresses (comma-separated; default: none)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let pages of this origin call the API from a browser (repeatable; default: none)",
+    )
 
     search = commands.add_parser("search", parents=[common], help="search with a raw error or a description")
     search.add_argument("query", help="the raw error (quote it) or a description; - reads it from stdin")
@@ -148,64 +174,102 @@ def build_parser() -> argparse.ArgumentParser:
     read = commands.add_parser("read", parents=[common], help="print one article")
     read.add_argument("id", help="node id, {ecosystem}/{slug}")
     read.add_argument("--env", help="e.g. macos-15,python-3.12,pip: only the answer for this environment")
-    read.add_argument("--include", metavar="WHAT",
-                      help="also show, comma-separated: alternatives, archived_failures (failed attempts an answer "
-                           "has made obsolete)")
+    read.add_argument(
+        "--include",
+        metavar="WHAT",
+        help="also show, comma-separated: alternatives, archived_failures (failed attempts an answer "
+        "has made obsolete)",
+    )
     read.add_argument("--json", action="store_true", help="print the JSON read instead of Markdown")
 
-    importer = commands.add_parser("import", parents=[common], help="import node documents (JSON, JSON array, JSONL; folders recursively)")
+    importer = commands.add_parser(
+        "import", parents=[common], help="import node documents (JSON, JSON array, JSONL; folders recursively)"
+    )
     importer.add_argument("paths", nargs="+", metavar="PATH")
     importer.add_argument("--dry-run", action="store_true", help="validate and report, write nothing")
-    importer.add_argument("-v", "--verbose", action="store_true",
-                          help="list every problem of an invalid document, not only the first")
+    importer.add_argument(
+        "-v", "--verbose", action="store_true", help="list every problem of an invalid document, not only the first"
+    )
 
     export = commands.add_parser("export", parents=[common], help="write every current document as JSONL")
     export.add_argument("-o", "--output", help="file to write (default: stdout)")
     sync = commands.add_parser("sync", parents=[common], help="pull a remote mesh's changes into the local store")
-    sync.add_argument("--from", dest="source", required=True, metavar="URL", help="the remote mesh, e.g. http://team:8765")
+    sync.add_argument(
+        "--from", dest="source", required=True, metavar="URL", help="the remote mesh, e.g. http://team:8765"
+    )
     sync.add_argument("--token", help="bearer token for the remote (default: $KNOWMESH_TOKEN)")
     sync.add_argument("--json", action="store_true", help="print the sync report as JSON")
 
-    copying = commands.add_parser("copy", help="copy a whole mesh to another database (SQLite file <-> postgresql://...)")
-    copying.add_argument("--from", dest="source", required=True, metavar="PATH_OR_URL", help="the mesh to copy (only read)")
-    copying.add_argument("--to", dest="target", required=True, metavar="PATH_OR_URL",
-                         help="an empty database (a new file is made), or the target of an earlier copy of this mesh")
+    copying = commands.add_parser(
+        "copy", help="copy a whole mesh to another database (SQLite file <-> postgresql://...)"
+    )
+    copying.add_argument(
+        "--from", dest="source", required=True, metavar="PATH_OR_URL", help="the mesh to copy (only read)"
+    )
+    copying.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="PATH_OR_URL",
+        help="an empty database (a new file is made), or the target of an earlier copy of this mesh",
+    )
     copying.add_argument("--json", action="store_true", help="print the copy report as JSON")
 
     tokens = commands.add_parser("token", parents=[common], help="agent tokens of this mesh (add, list, revoke)")
     token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
-    token_add = token_commands.add_parser("add", parents=nested, help="make a token bound to AGENT_ID and print it (once)")
+    token_add = token_commands.add_parser(
+        "add", parents=nested, help="make a token bound to AGENT_ID and print it (once)"
+    )
     token_add.add_argument("agent_id", metavar="AGENT_ID")
-    token_add.add_argument("--role", choices=("agent", "maintainer"), default="agent",
-                           help="maintainers may also promote, deprecate, merge and close issues")
+    token_add.add_argument(
+        "--role",
+        choices=("agent", "maintainer"),
+        default="agent",
+        help="maintainers may also promote, deprecate, merge and close issues",
+    )
     token_list = token_commands.add_parser("list", parents=nested, help="agents with tokens: role, created, last used")
     token_list.add_argument("--json", action="store_true", help="print the list as JSON")
-    token_revoke = token_commands.add_parser("revoke", parents=nested, help="revoke every live token of AGENT_ID (with --id, one)")
+    token_revoke = token_commands.add_parser(
+        "revoke", parents=nested, help="revoke every live token of AGENT_ID (with --id, one)"
+    )
     token_revoke.add_argument("agent_id", metavar="AGENT_ID")
     token_revoke.add_argument("--id", dest="token_id", metavar="ID", help="only this token (its ID in `token list`)")
 
-    doctor = commands.add_parser("doctor", parents=[common], help="check the database and say what a user needs to know")
+    doctor = commands.add_parser(
+        "doctor", parents=[common], help="check the database and say what a user needs to know"
+    )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
 
-    admin = commands.add_parser("admin", parents=[common],
-                                help="maintainer actions, on the local database (or --remote URL with a maintainer token)")
-    admin.add_argument("--remote", metavar="URL", help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)")
+    admin = commands.add_parser(
+        "admin",
+        parents=[common],
+        help="maintainer actions, on the local database (or --remote URL with a maintainer token)",
+    )
+    admin.add_argument(
+        "--remote", metavar="URL", help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)"
+    )
     admin.add_argument("--token", help="a maintainer's token for --remote (default: $KNOWMESH_TOKEN)")
     admin.add_argument("--json", action="store_true", help="print the result as JSON")
     actions = admin.add_subparsers(dest="admin_command", metavar="ACTION", required=True)
-    for name, status, what in (("promote", "verified", "promote a node to verified"),
-                               ("draft", "draft", "set a node back to draft"),
-                               ("deprecate", "deprecated", "deprecate a node: it leaves lists and search, stays readable")):
+    for name, status, what in (
+        ("promote", "verified", "promote a node to verified"),
+        ("draft", "draft", "set a node back to draft"),
+        ("deprecate", "deprecated", "deprecate a node: it leaves lists and search, stays readable"),
+    ):
         action = actions.add_parser(name, parents=nested, help=what)
         action.add_argument("id", metavar="NODE_ID")
         action.add_argument("--note", help="why, for the audit log")
         action.set_defaults(status=status)
-    merge = actions.add_parser("merge", parents=nested, help="confirm a flagged dedupe pair as one node (the other answers 301)")
+    merge = actions.add_parser(
+        "merge", parents=nested, help="confirm a flagged dedupe pair as one node (the other answers 301)"
+    )
     merge.add_argument("task_id", metavar="TASK_ID")
     merge.add_argument("--canonical", help="the node to keep (default: the one the votes agreed on)")
     merge.add_argument("--note", help="why, for the audit log")
-    for name, status, what in (("close-issue", "closed", "close a service issue as fixed"),
-                               ("discard-issue", "discarded", "discard a service issue as not accepted")):
+    for name, status, what in (
+        ("close-issue", "closed", "close a service issue as fixed"),
+        ("discard-issue", "discarded", "discard a service issue as not accepted"),
+    ):
         action = actions.add_parser(name, parents=nested, help=what)
         action.add_argument("number", metavar="NUMBER")
         action.add_argument("--note", required=True, help="what was done, for the people who filed it")
@@ -238,7 +302,9 @@ async def _open(args: argparse.Namespace, *, starter: bool = True):  # -> Servic
             sys.stderr.write("\n")
 
 
-PUBLISH_HINT = "Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body."
+PUBLISH_HINT = (
+    "Publish it as an open problem with POST /v1/nodes (MCP tool create_node); add --json for the ready body."
+)
 
 
 async def _search(args: argparse.Namespace) -> int:
@@ -261,9 +327,16 @@ async def _search(args: argparse.Namespace) -> int:
     guesses = guidance.get("reason") == "weak_match"  # the best score is below 0.5: every row is a guess
     if guesses:
         print("Guesses only. " + guidance["message"] + "\n")
-    rows = [(f"{math.floor(result['score'] * 100) / 100:.2f}", result["match"], result["id"],  # 0.4999 is no 0.50
-             (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env"),
-             shortened(result["title"], 60)) for result in results]
+    rows = [
+        (
+            f"{math.floor(result['score'] * 100) / 100:.2f}",
+            result["match"],
+            result["id"],  # 0.4999 is no 0.50
+            (result["solution"] or {}).get("id") or ("open problem" if not result["has_answer"] else "none for env"),
+            shortened(result["title"], 60),
+        )
+        for result in results
+    ]
     print(table(("SCORE", "MATCH", "ID", "ANSWER", "TITLE"), rows, right=(0,)))
     print(f"\nRead one: knowmesh-mcp read {results[0]['id']}" + (f" --env {args.env}" if args.env else ""))
     if guesses:
@@ -281,8 +354,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequen
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
 
     def line(cells: Sequence[str]) -> str:
-        fitted = [cell.rjust(width) if index in right else cell.ljust(width)
-                  for index, (cell, width) in enumerate(zip(cells, widths))]
+        fitted = [
+            cell.rjust(width) if index in right else cell.ljust(width)
+            for index, (cell, width) in enumerate(zip(cells, widths))
+        ]
         return "  ".join(fitted[:-1] + [cells[-1]])
 
     return "\n".join(line(cells) for cells in [header, *rows])
@@ -324,11 +399,17 @@ async def _import(args: argparse.Namespace) -> int:
         if args.verbose:
             for problem in error.get("problems") or []:
                 print(f"    {problem['field']}: {problem['message']}", file=sys.stderr)
-    if report.invalid and not args.verbose and any(len(item["error"].get("problems") or []) > 1 for item in report.invalid):
+    if (
+        report.invalid
+        and not args.verbose
+        and any(len(item["error"].get("problems") or []) > 1 for item in report.invalid)
+    ):
         print("(--verbose lists every problem)", file=sys.stderr)
     verb = "would create" if args.dry_run else "created"
-    summary = (f"{verb} {len(report.created)}, unchanged {len(report.unchanged)}, "
-               f"skipped {len(report.skipped)}, invalid {len(report.invalid)}")
+    summary = (
+        f"{verb} {len(report.created)}, unchanged {len(report.unchanged)}, "
+        f"skipped {len(report.skipped)}, invalid {len(report.invalid)}"
+    )
     if not report.created and not report.invalid:
         summary += " (nothing to change)"
     print(summary)
@@ -381,18 +462,25 @@ async def _sync(args: argparse.Namespace) -> int:
         return 0
     for conflict in report.conflicts:
         moved = conflict["moved_revisions"]
-        kept = (f"kept as revision {conflict['kept_revision']}" if conflict["kept_revision"]
-                else "not re-applied (nothing left to change, or it no longer validates)")
+        kept = (
+            f"kept as revision {conflict['kept_revision']}"
+            if conflict["kept_revision"]
+            else "not re-applied (nothing left to change, or it no longer validates)"
+        )
         both = f"; both changed {', '.join(conflict['both_changed'])}" if conflict["both_changed"] else ""
         span = f"revision {moved[0]}" if len(moved) == 1 else f"revisions {moved[0]}-{moved[-1]}"
-        print(f"conflict {conflict['id']}: local {span} moved aside, the local edit {kept} "
-              f"on top of remote revision {conflict['remote_revision']}{both}")
+        print(
+            f"conflict {conflict['id']}: local {span} moved aside, the local edit {kept} "
+            f"on top of remote revision {conflict['remote_revision']}{both}"
+        )
     for change in report.statuses:
         print(f"status {change['id']}: {change['from']} -> {change['to']}, as on the remote")
     for merge in report.merged:
         print(f"merged {merge['id']} into {merge['canonical']}, as on the remote")
-    summary = (f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
-               f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}, outcome reports {report.evidence}")
+    summary = (
+        f"synced {report.remote}: created {len(report.created)}, updated {len(report.updated)}, "
+        f"unchanged {report.unchanged}, conflicts {len(report.conflicts)}, outcome reports {report.evidence}"
+    )
     if not (report.created or report.updated or report.evidence or report.statuses or report.merged):
         summary += " (nothing to change)"
     print(summary)
@@ -405,8 +493,11 @@ async def _token(args: argparse.Namespace) -> int:
         if args.token_command == "add":
             made = await service.add_token(args.agent_id, role=args.role)
             print(made["token"])
-            print(f"token {made['id']} for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
-                  "Send it as `Authorization: Bearer <token>`, or set KNOWMESH_TOKEN.", file=sys.stderr)
+            print(
+                f"token {made['id']} for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
+                "Send it as `Authorization: Bearer <token>`, or set KNOWMESH_TOKEN.",
+                file=sys.stderr,
+            )
         elif args.token_command == "list":
             listed = await service.list_tokens()
             if args.json:
@@ -418,8 +509,10 @@ async def _token(args: argparse.Namespace) -> int:
                 print(f"{'ID':<8}  {'AGENT':<{width}}  {'ROLE':<10}  {'CREATED':<20}  {'LAST USED':<20}  STATE")
                 for row in listed:
                     state = "revoked" if row["revoked_at"] else "live"
-                    print(f"{row['id']:<8}  {row['agent_id']:<{width}}  {row['role']:<10}  {minute(row['created_at']):<20}  "
-                          f"{minute(row['last_used_at']):<20}  {state}")
+                    print(
+                        f"{row['id']:<8}  {row['agent_id']:<{width}}  {row['role']:<10}  {minute(row['created_at']):<20}  "
+                        f"{minute(row['last_used_at']):<20}  {state}"
+                    )
         else:
             revoked = await service.revoke_tokens(args.agent_id, args.token_id)
             print(f"revoked {revoked} token(s) of {args.agent_id}")
@@ -436,7 +529,6 @@ def minute(timestamp: str | None) -> str:
 async def _doctor(args: argparse.Namespace) -> int:
     """Exit 0 when healthy, 1 with the reasons when not (also when there is no database yet)."""
     from knowmesh_mcp.services.health import health_lines
-
     from knowmesh_mcp.store import is_postgres
 
     path = database_path(args)
@@ -469,8 +561,11 @@ async def _admin(args: argparse.Namespace) -> int:
         command = args.admin_command
         if command in ("promote", "draft", "deprecate"):
             result = await mesh.set_status(args.id, args.status, note=args.note, actor=actor)
-            line = (f"{result['node']}: {result['previous']} -> {result['status']}" if result["changed"]
-                    else f"{result['node']} is already {result['status']} (nothing recorded)")
+            line = (
+                f"{result['node']}: {result['previous']} -> {result['status']}"
+                if result["changed"]
+                else f"{result['node']} is already {result['status']} (nothing recorded)"
+            )
         elif command == "merge":
             result = await mesh.confirm_merge(args.task_id, canonical_id=args.canonical, note=args.note, actor=actor)
             line = f"merged {result['merged']} into {result['canonical']['id']} (its URLs now answer 301)"
@@ -479,13 +574,24 @@ async def _admin(args: argparse.Namespace) -> int:
             line = f"issue {result['issue_number']}: {result['status']}"
         elif command == "flagged":
             result = await mesh.flagged_pairs()
-            line = "\n".join(f"task {t['task_id']}: {t['node']} vs {t['candidate']}, keep {t['canonical_id']}"
-                             for t in result["tasks"]) or "no flagged pairs"
+            line = (
+                "\n".join(
+                    f"task {t['task_id']}: {t['node']} vs {t['candidate']}, keep {t['canonical_id']}"
+                    for t in result["tasks"]
+                )
+                or "no flagged pairs"
+            )
         else:
             result = await mesh.audit_log(target=args.target)
-            line = "\n".join(f"{a['id']:>5}  {a['created_at']}  {a['maintainer']['id']:<20}  {a['action']:<13}  {a['target']}"
-                             + (f"  {a.get('from')} -> {a.get('to')}" if a.get("to") else "")
-                             + (f"  ({a['note']})" if a["note"] else "") for a in result["actions"]) or "no maintainer actions yet"
+            line = (
+                "\n".join(
+                    f"{a['id']:>5}  {a['created_at']}  {a['maintainer']['id']:<20}  {a['action']:<13}  {a['target']}"
+                    + (f"  {a.get('from')} -> {a.get('to')}" if a.get("to") else "")
+                    + (f"  ({a['note']})" if a["note"] else "")
+                    for a in result["actions"]
+                )
+                or "no maintainer actions yet"
+            )
     finally:
         await mesh.close()
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else line)
@@ -529,9 +635,11 @@ def progress_bar(stream: Any, *, unit: str = "nodes") -> Any:
     return show
 
 
-STDIO_HINT = ("knowmesh-mcp: an MCP server on stdin/stdout, waiting for an MCP client (it is not interactive). "
-              "Let a client start it, e.g. `claude mcp add knowmesh -- knowmesh-mcp`; `knowmesh-mcp --help` lists "
-              "the commands. Ctrl-C quits.")
+STDIO_HINT = (
+    "knowmesh-mcp: an MCP server on stdin/stdout, waiting for an MCP client (it is not interactive). "
+    "Let a client start it, e.g. `claude mcp add knowmesh -- knowmesh-mcp`; `knowmesh-mcp --help` lists "
+    "the commands. Ctrl-C quits."
+)
 
 
 async def _serve_stdio(args: argparse.Namespace) -> int:
@@ -563,7 +671,9 @@ def served_tools(args: argparse.Namespace) -> tuple[str, ...] | None:
 
     unknown = [name for name in args.tools if name not in TOOL_NAMES]
     if unknown:
-        raise UsageError(f"--tools: no tool named {', '.join(map(repr, unknown))}; the tools are {', '.join(TOOL_NAMES)}")
+        raise UsageError(
+            f"--tools: no tool named {', '.join(map(repr, unknown))}; the tools are {', '.join(TOOL_NAMES)}"
+        )
     writes = [name for name in args.tools if name not in READ_TOOLS]
     if args.read_only and writes:
         raise UsageError(f"--tools: {', '.join(writes)} can write, and --read-only serves only {', '.join(READ_TOOLS)}")
@@ -597,13 +707,20 @@ def _serve_http(args: argparse.Namespace) -> int:
     import uvicorn
 
     from knowmesh_mcp.api.app import build_app, server_config
-
     from knowmesh_mcp.api.guard import is_loopback
 
     empty = args.empty or _truthy(os.environ.get("KNOWMESH_EMPTY"))
     auth = args.auth or ("off" if is_loopback(args.host) else "required")
-    app = build_app(db_path=db_path, seed=not empty, read_only=args.read_only, write_limit=args.write_limit,
-                    host=args.host, cors_origins=tuple(args.cors_origin), auth=auth, tools=tools)
+    app = build_app(
+        db_path=db_path,
+        seed=not empty,
+        read_only=args.read_only,
+        write_limit=args.write_limit,
+        host=args.host,
+        cors_origins=tuple(args.cors_origin),
+        auth=auth,
+        tools=tools,
+    )
     print(f"knowmesh-mcp serving http://{args.host}:{args.port} (MCP at /mcp, auth {auth})", file=sys.stderr)
     uvicorn.Server(server_config(app, host=args.host, port=args.port, trust_proxy=args.trust_proxy)).run()
     return 0
@@ -638,8 +755,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.remote and args.http:
                 raise UsageError("--remote fronts a remote mesh over stdio; it cannot be used with --http")
             return _serve_http(args) if args.http else asyncio.run(_serve_stdio(args))
-        runner: dict[str, Any] = {"search": _search, "read": _read, "import": _import, "export": _export, "sync": _sync,
-                                  "token": _token, "admin": _admin, "doctor": _doctor, "copy": _copy}
+        runner: dict[str, Any] = {
+            "search": _search,
+            "read": _read,
+            "import": _import,
+            "export": _export,
+            "sync": _sync,
+            "token": _token,
+            "admin": _admin,
+            "doctor": _doctor,
+            "copy": _copy,
+        }
         code = asyncio.run(runner[args.command](args))
         sys.stdout.flush()  # output still buffered meets a closed pipe here, not as "Exception ignored" at exit
         return code

@@ -59,15 +59,18 @@ def parse_pointer(path: str) -> list[str]:
     """Split an RFC 6901 JSON Pointer into unescaped segments (`""` is the root, `[]`)."""
     if not isinstance(path, str) or (path and not path.startswith("/")):
         raise KnowmeshError(
-            400, "invalid_path",
+            400,
+            "invalid_path",
             f"path {path!r} is not a JSON Pointer: it must be empty or start with '/', "
             "for example /content/solutions/<solution-id>/fix/0",
             field="path",
         )
     if _BAD_ESCAPE.search(path):
         raise KnowmeshError(
-            400, "invalid_path",
-            f"path {path!r} has a '~' that is not '~0' (for '~') or '~1' (for '/')", field="path",
+            400,
+            "invalid_path",
+            f"path {path!r} has a '~' that is not '~0' (for '~') or '~1' (for '/')",
+            field="path",
         )
     if path == "":
         return []
@@ -95,7 +98,8 @@ def apply_ops(document: dict[str, Any], ops: Any) -> dict[str, Any]:
     """
     if not isinstance(ops, list):
         raise KnowmeshError(
-            400, "invalid_op",
+            400,
+            "invalid_op",
             'ops must be a list of {"op": "set"|"remove", "path": "/json/pointer", "value": ...}',
             field="ops",
         )
@@ -118,8 +122,12 @@ class _OpContext:
 
     def error(self, status: int, code: str, message: str, **details: Any) -> KnowmeshError:
         return KnowmeshError(
-            status, code, f"ops[{self.index}] ({self.path}): {message}",
-            field=self.path, op_index=self.index, **details,
+            status,
+            code,
+            f"ops[{self.index}] ({self.path}): {message}",
+            field=self.path,
+            op_index=self.index,
+            **details,
         )
 
 
@@ -150,10 +158,12 @@ def _check_op(op: Any, index: int) -> tuple[str, list[str], Any]:
         raise KnowmeshError(400, error.code, f"ops[{index}]: {error.message}", field=path, op_index=index) from None
     if not segments or segments[0] in IMMUTABLE_FIELDS:
         raise KnowmeshError(
-            400, "immutable_field",
+            400,
+            "immutable_field",
             f"ops[{index}]: {path or '(root)'} cannot be edited; id, ecosystem, license, version and "
             "status are fixed (to replace the whole article, POST it to /article/revisions)",
-            field=path, op_index=index,
+            field=path,
+            op_index=index,
         )
     return kind, segments, copy.deepcopy(op.get("value"))
 
@@ -213,7 +223,8 @@ def _check_unique_ids(doc: dict[str, Any], ctx: _OpContext) -> None:
         sid = solution.get("id") if isinstance(solution, dict) else None
         if isinstance(sid, str) and sid in seen:
             raise ctx.error(
-                400, "duplicate_solution_id",
+                400,
+                "duplicate_solution_id",
                 f"solution id {sid!r} is already used; edit /content/solutions/{escape_segment(sid)} instead",
             )
         seen.add(sid)
@@ -239,13 +250,15 @@ def _solution_index(solutions: list[Any], segment: str, ctx: _OpContext) -> int:
     existing = [s["id"] for s in solutions if isinstance(s, dict) and isinstance(s.get("id"), str)]
     if segment.isascii() and segment.isdigit():
         raise ctx.error(
-            400, "id_addressing_required",
+            400,
+            "id_addressing_required",
             f"solutions are addressed by id because reads reorder them by rating; use "
             f"/content/solutions/<id>/... with one of {existing}",
             solutions=existing,
         )
-    raise ctx.error(404, "solution_not_found", f"no solution has id {segment!r}; existing ids: {existing}",
-                    solutions=existing)
+    raise ctx.error(
+        404, "solution_not_found", f"no solution has id {segment!r}; existing ids: {existing}", solutions=existing
+    )
 
 
 def _array_index(array: list[Any], segment: str, ctx: _OpContext) -> int:
@@ -257,12 +270,17 @@ def _array_index(array: list[Any], segment: str, ctx: _OpContext) -> int:
     position = int(segment)
     if position >= len(array):
         raise ctx.error(
-            400, "invalid_path",
+            400,
+            "invalid_path",
             f"index {position} is out of range: the array has {len(array)} element(s); use /- to append",
         )
     if array[position] is _REMOVED:
-        raise ctx.error(400, "invalid_path", f"element {position} was already removed by an earlier op in this patch "
-                        "(indices refer to the base revision)")
+        raise ctx.error(
+            400,
+            "invalid_path",
+            f"element {position} was already removed by an earlier op in this patch "
+            "(indices refer to the base revision)",
+        )
     return position
 
 
@@ -320,8 +338,14 @@ def _leaf(changes: list[dict[str, Any]], segments: list[str], old: dict[str, Any
     key = segments[-1]
     if key in old and key in new:
         if not _same(old[key], new[key]):
-            changes.append({"op": "set", "path": _pointer(segments),
-                            "old": copy.deepcopy(old[key]), "new": copy.deepcopy(new[key])})
+            changes.append(
+                {
+                    "op": "set",
+                    "path": _pointer(segments),
+                    "old": copy.deepcopy(old[key]),
+                    "new": copy.deepcopy(new[key]),
+                }
+            )
     elif key in new:
         changes.append({"op": "add", "path": _pointer(segments), "new": copy.deepcopy(new[key])})
     elif key in old:
@@ -369,6 +393,7 @@ def _same(a: Any, b: Any) -> bool:
 
 # --- revert_changes -----------------------------------------------------------------
 
+
 def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """Undo a revision's `changes` on `current`; refuse fields a later edit touched.
 
@@ -393,7 +418,9 @@ def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> tu
     return result, []
 
 
-def rebase_changes(base: dict[str, Any], local: dict[str, Any], target: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def rebase_changes(
+    base: dict[str, Any], local: dict[str, Any], target: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
     """Three-way merge for sync: the field changes base → local, applied on top of `target`.
 
     Returns (merged copy, paths that `target` changed too, to a different value): there the

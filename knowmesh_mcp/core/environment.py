@@ -86,11 +86,38 @@ RUNTIME_ALIASES: dict[str, str] = {
     "ts": "typescript",
 }
 
-RUNTIMES = frozenset({
-    "python", "pypy", "node", "deno", "bun", "typescript", "go", "rust", "java", "kotlin",
-    "scala", "ruby", "php", "perl", "lua", "dotnet", "swift", "dart", "elixir", "erlang",
-    "ghc", "julia", "gcc", "clang", "bash", "zsh", "postgres", "mysql",
-})
+RUNTIMES = frozenset(
+    {
+        "python",
+        "pypy",
+        "node",
+        "deno",
+        "bun",
+        "typescript",
+        "go",
+        "rust",
+        "java",
+        "kotlin",
+        "scala",
+        "ruby",
+        "php",
+        "perl",
+        "lua",
+        "dotnet",
+        "swift",
+        "dart",
+        "elixir",
+        "erlang",
+        "ghc",
+        "julia",
+        "gcc",
+        "clang",
+        "bash",
+        "zsh",
+        "postgres",
+        "mysql",
+    }
+)
 
 PKG_MANAGER_ALIASES: dict[str, str] = {
     "pip3": "pip",
@@ -103,12 +130,46 @@ PKG_MANAGER_ALIASES: dict[str, str] = {
     "chocolatey": "choco",
 }
 
-PKG_MANAGERS = frozenset({
-    "pip", "uv", "poetry", "pipenv", "pdm", "conda", "mamba", "micromamba", "npm", "yarn",
-    "pnpm", "bun", "cargo", "apt", "brew", "apk", "dnf", "yum", "pacman", "zypper", "nix",
-    "choco", "winget", "scoop", "nuget", "maven", "gradle", "sbt", "composer", "gem",
-    "bundler", "go-modules", "cabal", "mix", "cpan", "luarocks",
-})
+PKG_MANAGERS = frozenset(
+    {
+        "pip",
+        "uv",
+        "poetry",
+        "pipenv",
+        "pdm",
+        "conda",
+        "mamba",
+        "micromamba",
+        "npm",
+        "yarn",
+        "pnpm",
+        "bun",
+        "cargo",
+        "apt",
+        "brew",
+        "apk",
+        "dnf",
+        "yum",
+        "pacman",
+        "zypper",
+        "nix",
+        "choco",
+        "winget",
+        "scoop",
+        "nuget",
+        "maven",
+        "gradle",
+        "sbt",
+        "composer",
+        "gem",
+        "bundler",
+        "go-modules",
+        "cabal",
+        "mix",
+        "cpan",
+        "luarocks",
+    }
+)
 
 LABEL_ALIASES: dict[str, str] = {
     "aarch64": "arm64",

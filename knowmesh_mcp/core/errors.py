@@ -55,9 +55,13 @@ BUSY_RETRY_SECONDS = 5
 def database_busy() -> KnowmeshError:
     """A write that waited out SQLite's busy timeout: another process on the same file (a second
     server, an import) holds the write lock. Nothing was written; the same request can be retried."""
-    return KnowmeshError(503, "database_busy", "another process is writing to this mesh's database and did not "
-                         f"finish in time; nothing was written: retry in {BUSY_RETRY_SECONDS} s",
-                         retry_after_seconds=BUSY_RETRY_SECONDS)
+    return KnowmeshError(
+        503,
+        "database_busy",
+        "another process is writing to this mesh's database and did not "
+        f"finish in time; nothing was written: retry in {BUSY_RETRY_SECONDS} s",
+        retry_after_seconds=BUSY_RETRY_SECONDS,
+    )
 
 
 def storage_full() -> KnowmeshError:
@@ -65,16 +69,23 @@ def storage_full() -> KnowmeshError:
     The transaction was rolled back, so nothing was written. 507 Insufficient Storage says what it
     is: the server cannot store what the request carries, through no fault of the request; unlike
     503 database_busy it does not pass by itself, so there is no Retry-After."""
-    return KnowmeshError(507, "storage_full", "the disk holding this mesh's database is full: nothing was written; "
-                         "retry once its operator has freed space")
+    return KnowmeshError(
+        507,
+        "storage_full",
+        "the disk holding this mesh's database is full: nothing was written; retry once its operator has freed space",
+    )
 
 
 def read_only_database() -> KnowmeshError:
     """A write to a mesh whose database may only be read (a read-only file or folder, a read-only
     mount): it is opened read-only so searches and reads work, and every write is refused before it
     starts. 403, as a write to `serve --read-only` is: the request is understood and never allowed here."""
-    return KnowmeshError(403, "read_only_database", "this mesh's database may only be read (a read-only file or "
-                         "folder): nothing was written; searches and reads still work")
+    return KnowmeshError(
+        403,
+        "read_only_database",
+        "this mesh's database may only be read (a read-only file or "
+        "folder): nothing was written; searches and reads still work",
+    )
 
 
 class DatabaseUnusable(KnowmeshError):
@@ -118,7 +129,11 @@ def plain_words(item: dict[str, Any]) -> str:
     if kind in _TYPE_WORDS:
         return _TYPE_WORDS[kind]
     if kind == "string_too_short":
-        return "must not be empty" if ctx.get("min_length") == 1 else f"must be at least {ctx.get('min_length')} characters"
+        return (
+            "must not be empty"
+            if ctx.get("min_length") == 1
+            else f"must be at least {ctx.get('min_length')} characters"
+        )
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length'):,} characters"
     if kind in ("too_short", "too_long"):
@@ -127,8 +142,12 @@ def plain_words(item: dict[str, Any]) -> str:
         return f"must have {bound} {limit} item{'s' if limit != 1 else ''} (it has {ctx.get('actual_length')})"
     if kind in ("literal_error", "enum"):
         return f"must be {ctx.get('expected')}"
-    comparisons = {"greater_than_equal": ("ge", ">="), "less_than_equal": ("le", "<="),
-                   "greater_than": ("gt", ">"), "less_than": ("lt", "<")}
+    comparisons = {
+        "greater_than_equal": ("ge", ">="),
+        "less_than_equal": ("le", "<="),
+        "greater_than": ("gt", ">"),
+        "less_than": ("lt", "<"),
+    }
     if kind in comparisons:
         key, sign = comparisons[kind]
         return f"must be {sign} {ctx.get(key)}"

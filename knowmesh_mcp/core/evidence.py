@@ -17,7 +17,9 @@ from typing import Literal, get_args
 from knowmesh_mcp.core.rows import StatsRow
 
 # Why a node is in the review queue, in the order the queue lists them.
-ReviewReason = Literal["failed_answer", "disputed", "unsolved", "failure_after_edit", "stale", "needs_second_verification"]
+ReviewReason = Literal[
+    "failed_answer", "disputed", "unsolved", "failure_after_edit", "stale", "needs_second_verification"
+]
 REVIEW_REASONS: tuple[str, ...] = get_args(ReviewReason)
 
 OUTCOMES = ("solved", "failed", "env_mismatch", "dangerous")
@@ -142,8 +144,15 @@ def score(reports: Iterable[Report], now: datetime) -> Score:
             failed += weight
     value = wilson_lower_bound(solved + PRIOR_SOLVED, solved + failed + PRIOR_SOLVED + PRIOR_FAILED)
     stale = last_verified is None or _age_days(last_verified, now) > STALE_AFTER_DAYS
-    return Score(round(solved, 4), round(failed, 4), samples, round(value, 4), last_verified,
-                 samples < LOW_CONFIDENCE_BELOW, stale)
+    return Score(
+        round(solved, 4),
+        round(failed, 4),
+        samples,
+        round(value, 4),
+        last_verified,
+        samples < LOW_CONFIDENCE_BELOW,
+        stale,
+    )
 
 
 def best_answer_state(states: Iterable[str]) -> str:
@@ -174,13 +183,22 @@ def node_stats(
     for (solution_id, revision, cluster), group in sorted(groups.items()):
         states = replay(group)
         figures = score(group, now)
-        rows.append(StatsRow(
-            solution_id=solution_id, solution_revision=revision, cluster=cluster, solved=figures.solved,
-            failed=figures.failed, sample_size=figures.sample_size, success_score=figures.success_score,
-            failure_state=states.failure_state, answer_state=states.answer_state,
-            solved_agents=states.solved_agents, failed_agents=states.failed_agents,
-            last_verified=figures.last_verified,
-        ))
+        rows.append(
+            StatsRow(
+                solution_id=solution_id,
+                solution_revision=revision,
+                cluster=cluster,
+                solved=figures.solved,
+                failed=figures.failed,
+                sample_size=figures.sample_size,
+                success_score=figures.success_score,
+                failure_state=states.failure_state,
+                answer_state=states.answer_state,
+                solved_agents=states.solved_agents,
+                failed_agents=states.failed_agents,
+                last_verified=figures.last_verified,
+            )
+        )
     return rows
 
 
@@ -214,9 +232,22 @@ def stats_view(row: StatsRow | None, now: datetime) -> dict[str, object]:
     """The `stats` block of a read: the prior alone when nothing was reported."""
     if row is None:
         prior = wilson_lower_bound(PRIOR_SOLVED, PRIOR_SOLVED + PRIOR_FAILED)
-        return {"success_score": round(prior, 4), "sample_size": 0, "solved": 0.0, "failed": 0.0,
-                "low_confidence": True, "last_verified": None, "stale": True}
+        return {
+            "success_score": round(prior, 4),
+            "sample_size": 0,
+            "solved": 0.0,
+            "failed": 0.0,
+            "low_confidence": True,
+            "last_verified": None,
+            "stale": True,
+        }
     stale = row.last_verified is None or _age_days(row.last_verified, now) > STALE_AFTER_DAYS
-    return {"success_score": row.success_score, "sample_size": row.sample_size, "solved": row.solved,
-            "failed": row.failed, "low_confidence": row.sample_size < LOW_CONFIDENCE_BELOW,
-            "last_verified": row.last_verified, "stale": stale}
+    return {
+        "success_score": row.success_score,
+        "sample_size": row.sample_size,
+        "solved": row.solved,
+        "failed": row.failed,
+        "low_confidence": row.sample_size < LOW_CONFIDENCE_BELOW,
+        "last_verified": row.last_verified,
+        "stale": stale,
+    }

@@ -55,8 +55,9 @@ def sentence(row: StatsRow) -> str:
     return f"{text} ({state})" if state else text
 
 
-def answers_evidence(reports: Iterable[dict[str, Any]], revisions: dict[str, int],
-                     now: datetime | None = None) -> dict[str, AnswerEvidence]:
+def answers_evidence(
+    reports: Iterable[dict[str, Any]], revisions: dict[str, int], now: datetime | None = None
+) -> dict[str, AnswerEvidence]:
     """{answer id: its evidence} for the answers of `revisions` ({id: current revision}), from
     the node's feedback rows as `Service.list_feedback` returns them."""
     counted: list[tuple[str, int, str, str, str | None, str]] = []
@@ -71,12 +72,15 @@ def answers_evidence(reports: Iterable[dict[str, Any]], revisions: dict[str, int
         elif report.get("proof") == "unproven":
             uncounted[solution] += 1
         else:
-            counted.append((solution, revision, report["cluster"], report["outcome"], report.get("agent_id"),
-                            report["created_at"]))
+            counted.append(
+                (solution, revision, report["cluster"], report["outcome"], report.get("agent_id"), report["created_at"])
+            )
     rows = node_stats(counted, revisions, now or datetime.now(UTC))
     found: dict[str, AnswerEvidence] = {}
     for solution, revision in revisions.items():
-        mine = [row for row in rows if row.solution_id == solution and row.solution_revision == revision and row.cluster]
+        mine = [
+            row for row in rows if row.solution_id == solution and row.solution_revision == revision and row.cluster
+        ]
         mine.sort(key=lambda row: (-(row.solved_agents + row.failed_agents), row.cluster))
         found[solution] = AnswerEvidence([sentence(row) for row in mine], earlier[solution], uncounted[solution])
     return found

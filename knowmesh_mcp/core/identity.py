@@ -78,15 +78,17 @@ def claimed(agent: Any, *, field: str = "agent") -> tuple[str | None, str | None
     if agent is None:
         return None, None
     if not isinstance(agent, dict):
-        raise bad_parameter(field, f"{field} must be an object such as {{\"id\": \"agent-a1\"}}")
+        raise bad_parameter(field, f'{field} must be an object such as {{"id": "agent-a1"}}')
     agent_id, model = agent.get("id"), agent.get("model")
     if agent_id is not None and (not isinstance(agent_id, str) or len(agent_id) > MAX_AGENT_ID):
         raise bad_parameter(field, f"{field}.id must be a string of at most {MAX_AGENT_ID} characters")
     if model is not None and not isinstance(model, str):
         raise bad_parameter(field, f"{field}.model must be a string")
     if agent_id and FILL_IN_RE.fullmatch(agent_id.strip()):  # a ready-made request sent on unchanged
-        raise bad_parameter(f"{field}.id", f"{field}.id is still the placeholder {agent_id.strip()!r}: "
-                                           "use a stable id of your own, e.g. \"agent-a1\"")
+        raise bad_parameter(
+            f"{field}.id",
+            f'{field}.id is still the placeholder {agent_id.strip()!r}: use a stable id of your own, e.g. "agent-a1"',
+        )
     return (agent_id.strip() or None) if agent_id else None, model or None
 
 
@@ -100,9 +102,13 @@ def acting(agent: Any, credential: Credential | None, mode: AuthMode, *, local_i
     agent_id, model = claimed(agent)
     if credential is not None:
         if agent_id is not None and agent_id != credential.agent_id:
-            raise KnowmeshError(403, "agent_mismatch",
-                                f"your token is agent {credential.agent_id!r}; agent.id {agent_id!r} is someone else: "
-                                "leave agent.id out, or send that agent's own token", field="agent.id")
+            raise KnowmeshError(
+                403,
+                "agent_mismatch",
+                f"your token is agent {credential.agent_id!r}; agent.id {agent_id!r} is someone else: "
+                "leave agent.id out, or send that agent's own token",
+                field="agent.id",
+            )
         return Actor(credential.agent_id, "token", model, credential.role)
     if mode == "required":
         raise auth_required()
@@ -115,7 +121,8 @@ def acting(agent: Any, credential: Credential | None, mode: AuthMode, *, local_i
 
 def auth_required() -> KnowmeshError:
     return KnowmeshError(
-        401, "auth_required",
+        401,
+        "auth_required",
         "this mesh takes writes only from agents with a token: ask its maintainer for one "
         "(`knowmesh-mcp token add <your-agent-id>`) and send `Authorization: Bearer <token>`",
     )
@@ -127,9 +134,12 @@ def invalid_token() -> KnowmeshError:
 
 def maintainer_required(actor: Actor) -> None:
     if not actor.maintainer:
-        raise KnowmeshError(403, "maintainer_required",
-                            "only a maintainer may do this: send a maintainer's token "
-                            "(`knowmesh-mcp token add <id> --role maintainer`)")
+        raise KnowmeshError(
+            403,
+            "maintainer_required",
+            "only a maintainer may do this: send a maintainer's token "
+            "(`knowmesh-mcp token add <id> --role maintainer`)",
+        )
 
 
 def new_token() -> str:

@@ -100,8 +100,15 @@ def check_json(value: Any) -> Any:
     return value
 
 
-def to_int(value: Any, name: str, *, lowest: int = 0, highest: int = MAX_INT, code: str = "invalid_parameter",
-           what: str = "an integer") -> int:
+def to_int(
+    value: Any,
+    name: str,
+    *,
+    lowest: int = 0,
+    highest: int = MAX_INT,
+    code: str = "invalid_parameter",
+    what: str = "an integer",
+) -> int:
     """An integer parameter (from a URL, a cursor or a body) within [lowest, highest], else 400."""
     if isinstance(value, bool):
         raise bad_parameter(name, f"{name} must be {what}", code=code)

@@ -56,7 +56,7 @@ def _code_spans(line: str, line_start: bool) -> list[tuple[int, int]]:
         if closer is None:
             i += 1
             continue
-        content = line[end:runs[closer][0]]
+        content = line[end : runs[closer][0]]
         padded = content.startswith(" ") and content.endswith(" ") and content.strip(" ")
         fence_like = line_start and start == 0 and end - start >= 3
         if not content or padded or fence_like:
@@ -119,7 +119,7 @@ def heading(level: int, text: str) -> str:
     escaped = inline(text)
     closing = re.search(r"(?<=[ \t])#+$", escaped) or (re.fullmatch(r"#+", escaped) and re.search("#+$", escaped))
     if closing:
-        escaped = escaped[: closing.start()] + "\\" + escaped[closing.start():]
+        escaped = escaped[: closing.start()] + "\\" + escaped[closing.start() :]
     return f"{'#' * level} {escaped}".rstrip()
 
 
@@ -284,7 +284,10 @@ def render_article(view: dict[str, Any], *, base_url: str = "$KNOWMESH_URL") -> 
     if "failed_attempts" in content:
         out += ["## Failed attempts", ""]
         if content.get("failed_attempts_archived"):
-            out += ["Archived now that an answer exists; add `?include=archived_failures` (`read --include archived_failures`, MCP `include`) to see them.", ""]
+            out += [
+                "Archived now that an answer exists; add `?include=archived_failures` (`read --include archived_failures`, MCP `include`) to see them.",
+                "",
+            ]
         elif content["failed_attempts"]:
             out += [item(value) for value in content["failed_attempts"]] + [""]
         else:

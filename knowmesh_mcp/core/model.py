@@ -37,13 +37,13 @@ class _Strict(BaseModel):
 
 class Signature(_Strict):
     error: Text = Field(description="The raw error line as observed.")
-    template: Text | None = Field(
-        None, description="Normalized pattern; derived from `error` when omitted."
-    )
+    template: Text | None = Field(None, description="Normalized pattern; derived from `error` when omitted.")
     environment: list[ShortText] = Field(
         default_factory=list, max_length=MAX_ITEMS, description='Constraints such as "python>=3.8", "linux", "pip".'
     )
-    aliases: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS, description="Other wordings of the same error.")
+    aliases: list[Text] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Other wordings of the same error."
+    )
 
 
 class Verify(_Strict):
@@ -55,7 +55,9 @@ class Solution(_Strict):
     id: Slug = Field(description="Stable slug inside the node, e.g. gnu-sed.")
     title: ShortText | None = None
     applies_to: ShortText | None = None
-    env: list[ShortText] = Field(default_factory=list, max_length=MAX_ITEMS, description='Tags such as ["linux", "gnu-sed"].')
+    env: list[ShortText] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description='Tags such as ["linux", "gnu-sed"].'
+    )
     fix: list[Text] = Field(min_length=1, max_length=MAX_ITEMS, description="Ordered executable steps.")
     verify: Verify
     notes: Text | Annotated[list[Text], Field(max_length=MAX_ITEMS)] | None = None
@@ -139,7 +141,9 @@ def check_node_id(node_id: Any) -> list[Problem]:
             )
         ]
     if match.group(2).endswith(".md"):
-        return [Problem(field="/id", rule="id_format", message="a slug may not end in .md (reserved for Markdown reads)")]
+        return [
+            Problem(field="/id", rule="id_format", message="a slug may not end in .md (reserved for Markdown reads)")
+        ]
     return []
 
 
@@ -158,24 +162,35 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
     problems = check_node_id(raw.get("id"))
     ecosystem = raw.get("ecosystem")
     if not isinstance(ecosystem, str) or not ECOSYSTEM_RE.match(canonical_ecosystem(ecosystem)):  # `.net` folds first
-        problems.append(Problem(field="/ecosystem", rule="ecosystem_format",
-                                message="ecosystem must be a short lowercase name such as python, node or go"))
+        problems.append(
+            Problem(
+                field="/ecosystem",
+                rule="ecosystem_format",
+                message="ecosystem must be a short lowercase name such as python, node or go",
+            )
+        )
     elif not problems:
         prefix = raw["id"].split("/", 1)[0]
         if canonical_ecosystem(prefix) != canonical_ecosystem(ecosystem):
-            problems.append(Problem(
-                field="/id", rule="ecosystem_mismatch",
-                message=f"id prefix {prefix!r} is not an alias of ecosystem {ecosystem!r}",
-            ))
+            problems.append(
+                Problem(
+                    field="/id",
+                    rule="ecosystem_mismatch",
+                    message=f"id prefix {prefix!r} is not an alias of ecosystem {ecosystem!r}",
+                )
+            )
     content = raw.get("content")
     if isinstance(content, dict):
         for legacy in ("fix", "verify"):
             if legacy in content:
-                problems.append(Problem(
-                    field=f"/content/{legacy}", rule="legacy_field",
-                    message=f"top-level content.{legacy} is no longer accepted: put it inside a "
-                    "content.solutions[] entry",
-                ))
+                problems.append(
+                    Problem(
+                        field=f"/content/{legacy}",
+                        rule="legacy_field",
+                        message=f"top-level content.{legacy} is no longer accepted: put it inside a "
+                        "content.solutions[] entry",
+                    )
+                )
         solutions = content.get("solutions")
         if isinstance(solutions, list):
             seen: dict[str, int] = {}
@@ -183,10 +198,13 @@ def _raw_problems(raw: dict[str, Any]) -> list[Problem]:
                 sid = solution.get("id") if isinstance(solution, dict) else None
                 if isinstance(sid, str):
                     if sid in seen:
-                        problems.append(Problem(
-                            field=f"/content/solutions/{index}/id", rule="duplicate_solution_id",
-                            message=f"solution id {sid!r} is already used by /content/solutions/{seen[sid]}",
-                        ))
+                        problems.append(
+                            Problem(
+                                field=f"/content/solutions/{index}/id",
+                                rule="duplicate_solution_id",
+                                message=f"solution id {sid!r} is already used by /content/solutions/{seen[sid]}",
+                            )
+                        )
                     seen.setdefault(sid, index)
     return problems
 
@@ -200,8 +218,15 @@ def validate_node(raw: Any) -> NodeDocument:
         raise InvalidNode([Problem(field=bound[0], rule="json_bound", message=bound[1])])
     size = len(canonical_json(raw))
     if size > MAX_DOCUMENT_CHARS:
-        raise InvalidNode([Problem(field="/", rule="max_size",
-                                   message=f"the document is {size:,} characters of JSON; at most {MAX_DOCUMENT_CHARS:,}")])
+        raise InvalidNode(
+            [
+                Problem(
+                    field="/",
+                    rule="max_size",
+                    message=f"the document is {size:,} characters of JSON; at most {MAX_DOCUMENT_CHARS:,}",
+                )
+            ]
+        )
     problems = _raw_problems(raw)
     document = None
     try:

@@ -92,7 +92,8 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
     return {
         "reason": "no_known_working_solution" if has_answer else "no_answer",
         "message": (
-            "No answer is recorded for your environment." if has_answer
+            "No answer is recorded for your environment."
+            if has_answer
             else "This problem has no answer yet. If you solve it, add the answer; "
             "if an approach failed, record it so others skip it."
         ),
@@ -107,13 +108,17 @@ def known_context(env: dict[str, Any] | None) -> str:
     """The context an open problem can state from the search alone: the environment, where given.
     Placeholders here were once published unchanged as real nodes."""
     os_name, runtimes, manager = known_environment(env)
-    known = [f"{label} {value}" for label, value in (("OS", os_name), ("runtime", ", ".join(runtimes)),
-                                                      ("package manager", manager)) if value]
-    return ("Seen on " + ", ".join(known) + "." if known else "Seen in an environment the search did not state.")
+    known = [
+        f"{label} {value}"
+        for label, value in (("OS", os_name), ("runtime", ", ".join(runtimes)), ("package manager", manager))
+        if value
+    ]
+    return "Seen on " + ", ".join(known) + "." if known else "Seen in an environment the search did not state."
 
 
-def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None, *,
-                    weak: bool = False) -> dict[str, Any]:
+def publish_problem(
+    query: str, lines: list[str], ecosystem: str, env: dict[str, Any] | None, *, weak: bool = False
+) -> dict[str, Any]:
     """The `guidance` of a search that found nothing (or, `weak`, only hints): a ready create_node
     for an open problem."""
     error = (lines[0] if lines else query.strip())[:500]
@@ -131,16 +136,19 @@ def publish_problem(query: str, lines: list[str], ecosystem: str, env: dict[str,
             "failed_attempts": [],
         },
     }
-    message = ("No result is a likely match (every score is below 0.5): read them as hints, and if none is your "
-               "problem, publish it as an open problem so it becomes findable: " if weak else
-               "No article matches this error yet. Publish it as an open problem so it becomes findable: ")
+    message = (
+        "No result is a likely match (every score is below 0.5): read them as hints, and if none is your "
+        "problem, publish it as an open problem so it becomes findable: "
+        if weak
+        else "No article matches this error yet. Publish it as an open problem so it becomes findable: "
+    )
     return {
         "reason": "weak_match" if weak else "no_match",
         "message": message + "fill in what you know, keep solutions empty unless you have a verified fix.",
         "create_node": _request("POST", "/v1/nodes", body, "create_node", body),
         "after_publishing": "The node is readable and searchable at once as draft and appears in /review.md as "
-                            "unsolved. If you solve it later, add the answer with patch_article "
-                            "(path /content/solutions/-); other agents' outcomes then make it verified.",
+        "unsolved. If you solve it later, add the answer with patch_article "
+        "(path /content/solutions/-); other agents' outcomes then make it verified.",
     }
 
 
@@ -163,9 +171,19 @@ def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -
     body = {
         "base_revision": base_revision,
         "ops": [
-            {"op": "set", "path": f"/content/solutions/{solution['id']}/fix", "value": [fill_in("working first step"), fill_in("next step")]},
-            {"op": "set", "path": f"/content/solutions/{solution['id']}/verify",
-             "value": {"command": fill_in("command that fails before the fix and passes after"), "expected": "exit 0"}},
+            {
+                "op": "set",
+                "path": f"/content/solutions/{solution['id']}/fix",
+                "value": [fill_in("working first step"), fill_in("next step")],
+            },
+            {
+                "op": "set",
+                "path": f"/content/solutions/{solution['id']}/verify",
+                "value": {
+                    "command": fill_in("command that fails before the fix and passes after"),
+                    "expected": "exit 0",
+                },
+            },
         ],
         "agent": AGENT_PLACEHOLDER,
         "summary": "Replace the answer that failed for this environment",
@@ -173,19 +191,28 @@ def replace_answer(node_id: str, base_revision: int, solution: dict[str, Any]) -
     return _request("PATCH", f"/v1/nodes/{node_id}/article", body, "patch_article", {"id": node_id, **body})
 
 
-def blocked(node_id: str, base_revision: int, env: dict[str, Any] | None, solution: dict[str, Any],
-            *, disputed: bool = False) -> dict[str, Any]:
+def blocked(
+    node_id: str, base_revision: int, env: dict[str, Any] | None, solution: dict[str, Any], *, disputed: bool = False
+) -> dict[str, Any]:
     """The `next` block when an answer is known to fail in the reader's environment, or (`disputed`)
     when agents disagree about it and it is served again with both counts."""
     if disputed:
-        reason, message = "disputed_answer", (
-            "Independent agents disagree about this answer in this environment; it is served again with both "
-            "counts. Run it only if nothing better applies, report the outcome, and if you find why it fails "
-            "for some, improve the answer.")
+        reason, message = (
+            "disputed_answer",
+            (
+                "Independent agents disagree about this answer in this environment; it is served again with both "
+                "counts. Run it only if nothing better applies, report the outcome, and if you find why it fails "
+                "for some, improve the answer."
+            ),
+        )
     else:
-        reason, message = "no_known_working_solution", (
-            "Every answer for this environment was reported failed by two independent agents. "
-            "Do not retry it: if you find a working fix, replace the answer; report what you tried.")
+        reason, message = (
+            "no_known_working_solution",
+            (
+                "Every answer for this environment was reported failed by two independent agents. "
+                "Do not retry it: if you find a working fix, replace the answer; report what you tried."
+            ),
+        )
     return {
         "reason": reason,
         "message": message,
@@ -205,7 +232,11 @@ def report_outcome(node_id: str, solution_id: str, revision: int, cluster: str |
         "solution": solution_id,
         "revision": revision,
         "outcome": fill_in("solved | failed | env_mismatch | dangerous"),
-        "env": {"os": os_name or fill_in("os"), "runtime": runtime or fill_in("runtime"), "pkg_manager": manager or fill_in("package manager")},
+        "env": {
+            "os": os_name or fill_in("os"),
+            "runtime": runtime or fill_in("runtime"),
+            "pkg_manager": manager or fill_in("package manager"),
+        },
         "evidence": {"verify": fill_in("the verify command"), "exit_code": fill_in("its exit code")},
         "reason": fill_in("required when failed or dangerous"),
         "agent": AGENT_PLACEHOLDER,

@@ -98,36 +98,92 @@ _QUOTED = re.compile(
 _NAME = r"[^\s'\"`‘’“”<>:,;()]*[^\s'\"`‘’“”<>:,;().]"  # a sentence's final full stop is not part of it
 # Each rule with a literal its match cannot do without: the rule only runs where it appears (speed only).
 _BARE_VALUES = (
-    ('not found', re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE)),  # bash x: command not found
-    ('command not found: ', re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE)),  # zsh: command not found: x
-    ('unknown command: ', re.compile(rf"(?<=unknown command: )(?P<v>{_NAME})(?=$)", re.MULTILINE)),  # fish: Unknown command: x
-    ('undefined: ', re.compile(r"(?<=\bundefined: )(?P<v>[\w.$]+)(?![\w.$'\"`])")),  # go: undefined: x
-    ('declared and not used: ', re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)")),  # go 1.20+: declared and not used: x
-    (' declared ', re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)")),  # go < 1.20: x declared and not used
-    ('main class ', re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])")),  # java: could not find or load main class x
-    (' does not exist', re.compile(r"(?<=\bpackage )(?P<v>[\w.]+)(?= does not exist\b)")),  # javac: package x does not exist
-    ('could not find ', re.compile(r"(?<=\bcould not find )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)")),  # gradle coordinates
-    ('could not find artifact ', re.compile(r"(?<=\bcould not find artifact )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)")),  # maven coordinates
-    ('classnotfoundexception: ', re.compile(r"(?<=\bclassnotfoundexception: )(?P<v>[\w.$/]+)(?![\w.$/])")),  # java classes
-    ('noclassdeffounderror: ', re.compile(r"(?<=\bnoclassdeffounderror: )(?P<v>[\w.$/]+)(?![\w.$/])")),
-    ('no module named ', re.compile(r"(?<=\bno module named )(?P<v>[a-z_][\w.]*)(?![\w.'\"`])")),  # python 2: no module named x
-    ('no matching distribution found for ', re.compile(rf"(?<=\bno matching distribution found for )(?P<v>{_NAME})")),  # pip
-    ('satisfies the requirement ', re.compile(rf"(?<=\bsatisfies the requirement )(?P<v>{_NAME})")),  # pip: could not find a version that ...
-    ('src refspec ', re.compile(rf"(?<=\bsrc refspec )(?P<v>{_NAME})(?= does not match any)")),  # git push
+    (
+        "not found",
+        re.compile(rf"(?<=: )(?P<v>{_NAME})(?=: (?:command )?not found$)", re.MULTILINE),
+    ),  # bash x: command not found
+    (
+        "command not found: ",
+        re.compile(rf"(?<=command not found: )(?P<v>{_NAME})(?=$)", re.MULTILINE),
+    ),  # zsh: command not found: x
+    (
+        "unknown command: ",
+        re.compile(rf"(?<=unknown command: )(?P<v>{_NAME})(?=$)", re.MULTILINE),
+    ),  # fish: Unknown command: x
+    ("undefined: ", re.compile(r"(?<=\bundefined: )(?P<v>[\w.$]+)(?![\w.$'\"`])")),  # go: undefined: x
+    (
+        "declared and not used: ",
+        re.compile(r"(?<=declared and not used: )(?P<v>\w+)(?!\w)"),
+    ),  # go 1.20+: declared and not used: x
+    (
+        " declared ",
+        re.compile(r"(?<![\w'\"`])(?P<v>\w+)(?= declared (?:and|but) not used\b)"),
+    ),  # go < 1.20: x declared and not used
+    (
+        "main class ",
+        re.compile(r"(?<=\bmain class )(?P<v>[\w.$/-]+)(?![\w.$/-])"),
+    ),  # java: could not find or load main class x
+    (
+        " does not exist",
+        re.compile(r"(?<=\bpackage )(?P<v>[\w.]+)(?= does not exist\b)"),
+    ),  # javac: package x does not exist
+    (
+        "could not find ",
+        re.compile(r"(?<=\bcould not find )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),
+    ),  # gradle coordinates
+    (
+        "could not find artifact ",
+        re.compile(r"(?<=\bcould not find artifact )(?P<v>[\w.-]+:[\w.-]+(?::[\w.-]*\w)+)"),
+    ),  # maven coordinates
+    (
+        "classnotfoundexception: ",
+        re.compile(r"(?<=\bclassnotfoundexception: )(?P<v>[\w.$/]+)(?![\w.$/])"),
+    ),  # java classes
+    ("noclassdeffounderror: ", re.compile(r"(?<=\bnoclassdeffounderror: )(?P<v>[\w.$/]+)(?![\w.$/])")),
+    (
+        "no module named ",
+        re.compile(r"(?<=\bno module named )(?P<v>[a-z_][\w.]*)(?![\w.'\"`])"),
+    ),  # python 2: no module named x
+    (
+        "no matching distribution found for ",
+        re.compile(rf"(?<=\bno matching distribution found for )(?P<v>{_NAME})"),
+    ),  # pip
+    (
+        "satisfies the requirement ",
+        re.compile(rf"(?<=\bsatisfies the requirement )(?P<v>{_NAME})"),
+    ),  # pip: could not find a version that ...
+    ("src refspec ", re.compile(rf"(?<=\bsrc refspec )(?P<v>{_NAME})(?= does not match any)")),  # git push
     ("couldn't find remote ref ", re.compile(rf"(?<=\bcouldn't find remote ref )(?P<v>{_NAME})")),  # git pull
-    ('could not resolve host: ', re.compile(rf"(?<=\bcould not resolve host: )(?P<v>{_NAME})")),  # git, curl
-    ('manifest for ', re.compile(rf"(?<=\bmanifest for )(?P<v>{_NAME}(?::{_NAME})?)(?= not found)")),  # docker pull
-    ('pull access denied for ', re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)")),  # docker pull
-    ('no such image: ', re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)")),  # docker
-    ('no such container: ', re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})")),
-    ('on endpoint ', re.compile(rf"(?<=\bon endpoint )(?P<v>{_NAME})(?= \()")),  # docker: ... connectivity on endpoint web (3c9e…)
-    ('no required module provides package ', re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})")),  # go
-    (' is not in ', re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)")),  # go
-    ('cannot load such file -- ', re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})")),  # ruby
-    ('call to undefined function ', re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))")),  # php
-    (': no such file or directory', re.compile(rf"(?<=\benv: )(?P<v>{_NAME})(?=: no such file or directory)")),  # env: python: No such file ...
-    ('the script ', re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)")),  # pip: the script x is installed in
-    (' installed in', re.compile(r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)")),  # pip
+    ("could not resolve host: ", re.compile(rf"(?<=\bcould not resolve host: )(?P<v>{_NAME})")),  # git, curl
+    ("manifest for ", re.compile(rf"(?<=\bmanifest for )(?P<v>{_NAME}(?::{_NAME})?)(?= not found)")),  # docker pull
+    ("pull access denied for ", re.compile(r"(?<=\bpull access denied for )(?P<v>[^\s'\"`‘’“”<>:,]+)")),  # docker pull
+    ("no such image: ", re.compile(rf"(?<=\bno such image: )(?P<v>{_NAME}(?::{_NAME})?)")),  # docker
+    ("no such container: ", re.compile(rf"(?<=\bno such container: )(?P<v>{_NAME})")),
+    (
+        "on endpoint ",
+        re.compile(rf"(?<=\bon endpoint )(?P<v>{_NAME})(?= \()"),
+    ),  # docker: ... connectivity on endpoint web (3c9e…)
+    (
+        "no required module provides package ",
+        re.compile(rf"(?<=\bno required module provides package )(?P<v>{_NAME})"),
+    ),  # go
+    (" is not in ", re.compile(r"(?<=\bpackage )(?P<v>[\w./-]+)(?= is not in (?:goroot|std)\b)")),  # go
+    ("cannot load such file -- ", re.compile(rf"(?<=\bcannot load such file -- )(?P<v>{_NAME})")),  # ruby
+    ("call to undefined function ", re.compile(r"(?<=\bcall to undefined function )(?P<v>[\w\\]+)(?=\(\))")),  # php
+    (
+        ": no such file or directory",
+        re.compile(rf"(?<=\benv: )(?P<v>{_NAME})(?=: no such file or directory)"),
+    ),  # env: python: No such file ...
+    (
+        "the script ",
+        re.compile(r"(?<=\bthe script )(?P<v>[^\s'\"`<>:]+)(?= is installed in)"),
+    ),  # pip: the script x is installed in
+    (
+        " installed in",
+        re.compile(
+            r"(?<=\bthe scripts )(?P<v>[^\s'\"`<>:]+(?:, [^\s'\"`<>:]+)*(?: and [^\s'\"`<>:]+)?)(?= (?:is|are) installed in)"
+        ),
+    ),  # pip
 )
 # Shells word "command not found" differently; one canonical form makes them one signature:
 # `bash: x: …`, `./run.sh: line 3: x: …`, `sh: 1: x: not found`, `zsh: command not found: x`.

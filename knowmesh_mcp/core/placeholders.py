@@ -16,19 +16,35 @@ from typing import Any
 from knowmesh_mcp.core.articles import escape_segment
 from knowmesh_mcp.core.model import Problem
 
-FILL_INS = frozenset({
-    "your-agent-id",
-    "os, e.g. macos-15", "runtime, e.g. python-3.12", "package manager, e.g. pip",
-    "what you tried, in one sentence", "command you ran", "why it did not work",
-    "answer-slug", "short label", "first command", "second command",
-    "command that fails before the fix and passes after",
-    "improved context", "what you improved",
-    "what you were doing when it happened",
-    "what happened when you ran the fix and its verify command",
-    "working first step", "next step",
-    "solved | failed | env_mismatch | dangerous", "os", "runtime", "package manager",
-    "the verify command", "its exit code", "required when failed or dangerous",
-})
+FILL_INS = frozenset(
+    {
+        "your-agent-id",
+        "os, e.g. macos-15",
+        "runtime, e.g. python-3.12",
+        "package manager, e.g. pip",
+        "what you tried, in one sentence",
+        "command you ran",
+        "why it did not work",
+        "answer-slug",
+        "short label",
+        "first command",
+        "second command",
+        "command that fails before the fix and passes after",
+        "improved context",
+        "what you improved",
+        "what you were doing when it happened",
+        "what happened when you ran the fix and its verify command",
+        "working first step",
+        "next step",
+        "solved | failed | env_mismatch | dangerous",
+        "os",
+        "runtime",
+        "package manager",
+        "the verify command",
+        "its exit code",
+        "required when failed or dangerous",
+    }
+)
 FILL_IN_RE = re.compile("<(" + "|".join(re.escape(text) for text in sorted(FILL_INS, key=len, reverse=True)) + ")>")
 
 
@@ -57,7 +73,12 @@ def placeholder_problems(document: dict[str, Any]) -> list[Problem]:
     for pointer, text in strings(document):
         found = FILL_IN_RE.search(text)
         if found:
-            problems.append(Problem(field=pointer or "/", rule="placeholder",
-                                    message=f"still holds the placeholder {found.group(0)!r}: replace it with what "
-                                            "you know, or leave the field out"))
+            problems.append(
+                Problem(
+                    field=pointer or "/",
+                    rule="placeholder",
+                    message=f"still holds the placeholder {found.group(0)!r}: replace it with what "
+                    "you know, or leave the field out",
+                )
+            )
     return problems

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
-
 # A token's id: the start of its hash, enough to tell an agent's tokens apart, nothing to guess it by.
 TOKEN_ID_LENGTH = 8
 TOKEN_FIELDS = ("id", "agent_id", "role", "created_at", "last_used_at", "revoked_at")  # of `Store.tokens`
@@ -100,8 +99,12 @@ class CandidateText:
     def derived(self) -> Derived:
         """What ranking reads of the index columns, split once per node version."""
         slug = frozenset(self.slug_terms.split())
-        return Derived(slug, frozenset(self.value_terms.split()) & slug,
-                       [frozenset(line.split()) for line in self.template_terms.split("\n")], self.templates.split("\n"))
+        return Derived(
+            slug,
+            frozenset(self.value_terms.split()) & slug,
+            [frozenset(line.split()) for line in self.template_terms.split("\n")],
+            self.templates.split("\n"),
+        )
 
 
 class Derived(NamedTuple):

@@ -47,8 +47,13 @@ def checked_mcp_routes(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
     for route in routes:
         manager = getattr(getattr(route, "endpoint", None), "session_manager", None)
         if isinstance(route, Route) and isinstance(manager, StreamableHTTPSessionManager):
-            route = Route(route.path, endpoint=SingleMessageCheck(route.endpoint, manager), methods=route.methods,
-                          name=route.name, include_in_schema=route.include_in_schema)
+            route = Route(
+                route.path,
+                endpoint=SingleMessageCheck(route.endpoint, manager),
+                methods=route.methods,
+                name=route.name,
+                include_in_schema=route.include_in_schema,
+            )
             wrapped += 1
         checked.append(route)
     if not wrapped:

@@ -115,8 +115,13 @@ async def answering_stdio(
                     while (rest := await readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                         pass
                     found, request_id = top_level_id(line.decode("utf-8", errors="replace"))
-                    await answers.send(rpc_error(request_id if found else None, mcp_types.INVALID_REQUEST,
-                                                 f"the message is longer than {MAX_LINE_BYTES} bytes"))
+                    await answers.send(
+                        rpc_error(
+                            request_id if found else None,
+                            mcp_types.INVALID_REQUEST,
+                            f"the message is longer than {MAX_LINE_BYTES} bytes",
+                        )
+                    )
                     continue
                 try:
                     decoded = decode_line(line)
@@ -225,8 +230,11 @@ def decode_slowly(text: str) -> SessionMessage | dict[str, Any] | None:
         value = json.loads(text)
     except RecursionError:
         found, request_id = top_level_id(text)
-        return rpc_error(request_id if found else None, mcp_types.INVALID_REQUEST,
-                         f"the message is nested too deeply to read (arguments may nest {MAX_DEPTH} levels)")
+        return rpc_error(
+            request_id if found else None,
+            mcp_types.INVALID_REQUEST,
+            f"the message is nested too deeply to read (arguments may nest {MAX_DEPTH} levels)",
+        )
     except ValueError as error:
         found, request_id = top_level_id(text)
         return rpc_error(request_id if found else None, mcp_types.PARSE_ERROR, f"not valid JSON: {error}")
@@ -303,7 +311,7 @@ def top_level_id(text: str) -> tuple[bool, Any]:
             if end < 0:
                 break
             if depth == 1 and expect_key:
-                key, expect_key = text[match.start():end], False
+                key, expect_key = text[match.start() : end], False
             position = end
         elif token in "{[":
             depth += 1
@@ -336,5 +344,3 @@ def string_end(text: str, start: int) -> int:
             return quote + 1
         position = quote + 1
     return -1
-
-

@@ -123,7 +123,7 @@ def query_terms(text: str, *, drop_stopwords: bool, limit: int = 32) -> list[str
 # in output means node. Kept as term keys, so they meet query terms directly.
 _ECOSYSTEM_WORDS = {
     "python": "python pip pip3 pytest venv virtualenv conda jupyter ipython notebook traceback modulenotfounderror "
-              "importerror setuptools poetry uv pypi django flask",
+    "importerror setuptools poetry uv pypi django flask",
     "node": "node nodejs npm npx yarn pnpm jest webpack vite eslint express react",
     "typescript": "typescript tsc tsconfig ts",
     "java": "java javac jvm jdk jre maven mvn gradle gradlew kotlin spring",

@@ -24,19 +24,20 @@ untrusted: the store quotes every term it puts into MATCH.
 
 from __future__ import annotations
 
-import math
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rapidfuzz import fuzz
 
+from knowmesh_mcp.core.normalize import normalize_signature, quoted_values
 from knowmesh_mcp.search.analysis import (
     PLACEHOLDERS,
-    camel_words,
     STOPWORDS,
+    camel_words,
     index_terms,
     named_ecosystems,
     query_terms,
@@ -46,10 +47,9 @@ from knowmesh_mcp.search.analysis import (
     term_key,
     tokens,
 )
-from knowmesh_mcp.core.normalize import normalize_signature, quoted_values
 from knowmesh_mcp.search.ranking import Candidate, QueryTerms, rank
-from knowmesh_mcp.store import SearchRow, Store, TermQuery
 from knowmesh_mcp.search.tool_output import WRAPPER, Scan, decisive_lines, scan
+from knowmesh_mcp.store import SearchRow, Store, TermQuery
 
 SEARCH_INDEX_VERSION = 15
 MAX_QUERY_CHARS = 1 << 20  # the last 1 MiB of a longer input is read (a log's error is near its end)
@@ -81,8 +81,11 @@ def digest(key: str) -> str:
 
 
 def _without_placeholders(template: str) -> str:
-    return " ".join(part for part in template.replace("<", " <").replace(">", "> ").split()
-                    if not (part.startswith("<") and part.endswith(">")))
+    return " ".join(
+        part
+        for part in template.replace("<", " <").replace(">", "> ").split()
+        if not (part.startswith("<") and part.endswith(">"))
+    )
 
 
 def exact_key(text: str, normalized: str | None = None) -> str:
@@ -105,12 +108,25 @@ def index_row(document: dict[str, Any]) -> SearchRow:
         hashes.update((digest(key), "template") for key in signature_keys(template))
     for alias in signature.get("aliases", []):
         hashes.update((digest(key), "alias") for key in signature_keys(alias) | signature_keys(alias, exact_key))
-    alternatives = [a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in content.get("alternatives", [])]
-    parts = [content["symptom"], content["context"], content["root_cause"], *content.get("boundaries", []),
-             *content.get("failed_attempts", []), *alternatives]
+    alternatives = [
+        a if isinstance(a, str) else json.dumps(a, ensure_ascii=False) for a in content.get("alternatives", [])
+    ]
+    parts = [
+        content["symptom"],
+        content["context"],
+        content["root_cause"],
+        *content.get("boundaries", []),
+        *content.get("failed_attempts", []),
+        *alternatives,
+    ]
     for solution in content["solutions"]:
-        parts += [solution.get("title") or "", solution.get("applies_to") or "", *solution.get("env", []),
-                  *solution["fix"], solution["verify"]["command"]]
+        parts += [
+            solution.get("title") or "",
+            solution.get("applies_to") or "",
+            *solution.get("env", []),
+            *solution["fix"],
+            solution["verify"]["command"],
+        ]
         notes = solution.get("notes")
         parts += notes if isinstance(notes, list) else [notes or ""]
     error_lines = decisive_lines(signature["error"]) or [signature["error"]]
@@ -123,8 +139,9 @@ def index_row(document: dict[str, Any]) -> SearchRow:
     slug = slug_terms(document["id"]) | (values & slug_keys(document["id"]))
     return SearchRow(
         title=index_terms(document["title"]),
-        signature=index_terms("\n".join([signature["error"], *signature.get("aliases", []),
-                                         *signature.get("environment", [])])),
+        signature=index_terms(
+            "\n".join([signature["error"], *signature.get("aliases", []), *signature.get("environment", [])])
+        ),
         article=index_terms("\n".join(part for part in parts if part)),
         template="\n".join(templates),
         template_terms="\n".join(" ".join(query_terms(t, drop_stopwords=False)) for t in templates),
@@ -139,15 +156,19 @@ def index_row(document: dict[str, Any]) -> SearchRow:
 
 # A package named by a path: a Go module (`github.com/spf13/cobra`: its first segment is a domain)
 # or a scoped npm package (`@angular/core`). `@/components/x` (a path alias) and `src/index.ts` are paths.
-_MODULE_PATH = re.compile(r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+/(?P<after_domain>[\w.~-]+(?:/[\w.~-]+)*)",
-                          re.ASCII | re.IGNORECASE)
+_MODULE_PATH = re.compile(
+    r"@[\w.-]+/[\w.-]+|[a-z0-9-]+(?:\.[a-z0-9-]+)+/(?P<after_domain>[\w.~-]+(?:/[\w.~-]+)*)", re.ASCII | re.IGNORECASE
+)
 
 
 # A repository's address, as git prints remotes: a URL (`https://gitlab.com/acme/backend.git`,
 # `ssh://git@host/a/b`) or scp-like (`git@github.com:acme/api.git`). The repository names it; the
 # host and owner are shared by many.
-_REPOSITORY = re.compile(r"(?:[a-z][a-z0-9+.-]*://(?:[^@/\s]+@)?[^/\s]+/|(?:[\w.-]+@)?[a-z0-9-]+(?:\.[a-z0-9-]+)+:)"
-                         r"(?:\S*/)?(?P<repository>[^/\s:]+?)(?:\.git)?/?", re.ASCII | re.IGNORECASE)
+_REPOSITORY = re.compile(
+    r"(?:[a-z][a-z0-9+.-]*://(?:[^@/\s]+@)?[^/\s]+/|(?:[\w.-]+@)?[a-z0-9-]+(?:\.[a-z0-9-]+)+:)"
+    r"(?:\S*/)?(?P<repository>[^/\s:]+?)(?:\.git)?/?",
+    re.ASCII | re.IGNORECASE,
+)
 
 
 def _is_path(value: str) -> bool:
@@ -200,7 +221,7 @@ def _input_terms(lines: list[str], known: list[str]) -> list[str]:
 def _grams(line: str) -> list[str]:
     """The distinct trigrams of a normalized line without placeholders (letters or digits in each)."""
     text = _without_placeholders(line)
-    grams = dict.fromkeys(text[i:i + 3] for i in range(len(text) - 2))
+    grams = dict.fromkeys(text[i : i + 3] for i in range(len(text) - 2))
     return [g for g in grams if sum(c.isalnum() for c in g) >= 2]
 
 
@@ -243,8 +264,11 @@ class QueryPlan:
         for position, main in enumerate(mains):
             if main:
                 hashes.setdefault(digest(main), position)
-        exact = {digest(key): position for key, position in ((exact_key(text, whole), -1), (exact_key(lines[0], mains[0]), 0))
-                 if key}
+        exact = {
+            digest(key): position
+            for key, position in ((exact_key(text, whole), -1), (exact_key(lines[0], mains[0]), 0))
+            if key
+        }
         hashes.update(exact)
         quoted = quoted_values(lines[0])
         # A wrapper line ("did not complete successfully") is context when a cause line exists.
@@ -253,9 +277,14 @@ class QueryPlan:
         all_quoted = [value for i in causes for value in quoted_values(lines[i])]
         # Normalized lines (no paths, no numbers), the words of their camel-case names, their values.
         first = query_terms(f"{mains[0]}\n{' '.join(camel_words(lines[0]))}\n{' '.join(quoted)}", drop_stopwords=False)
-        decisive = query_terms("\n".join([*(mains[i] for i in causes), *(w for i in causes for w in camel_words(lines[i])),
-                                          *all_quoted]), drop_stopwords=False, limit=64)
-        context = [*read.nearby, *(lines[i] for i in range(len(lines)) if i not in causes)] if len(read.decisive) else []
+        decisive = query_terms(
+            "\n".join([*(mains[i] for i in causes), *(w for i in causes for w in camel_words(lines[i])), *all_quoted]),
+            drop_stopwords=False,
+            limit=64,
+        )
+        context = (
+            [*read.nearby, *(lines[i] for i in range(len(lines)) if i not in causes)] if len(read.decisive) else []
+        )
         if len(text) <= WHOLE_KEY_CHARS * 4:
             context = [text]  # short input: every line's terms (the prefixes are rare enough to ignore)
         words = () if read.is_output else tuple(query_terms(text[:WHOLE_KEY_CHARS], drop_stopwords=True, limit=32))
@@ -267,10 +296,21 @@ class QueryPlan:
             values=tuple(_value_terms(all_quoted)),
             shapes=value_shapes(quoted),
         )
-        terms = replace(terms, ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
-                        wrappers=frozenset(wrapper))
-        return cls(text=text, length=length, scan=read, mains=mains, hashes=tuple(hashes.items()),
-                   exact=frozenset(exact), quoted=tuple(quoted), terms=terms)
+        terms = replace(
+            terms,
+            ecosystems=named_ecosystems([*terms.decisive, *terms.context, *terms.words]),
+            wrappers=frozenset(wrapper),
+        )
+        return cls(
+            text=text,
+            length=length,
+            scan=read,
+            mains=mains,
+            hashes=tuple(hashes.items()),
+            exact=frozenset(exact),
+            quoted=tuple(quoted),
+            terms=terms,
+        )
 
 
 def bm25_idf(nodes: int, holding: int) -> float:
@@ -278,8 +318,18 @@ def bm25_idf(nodes: int, holding: int) -> float:
     return max(1e-6, math.log((nodes - holding + 0.5) / (holding + 0.5)))
 
 
-def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[str, int], limit: int,
-                  cap: int, budget: int = 0, *, total: int, per_family: int = 0) -> TermQuery:
+def channel_query(
+    channel: str,
+    table: str,
+    terms: list[str],
+    frequencies: dict[str, int],
+    limit: int,
+    cap: int,
+    budget: int = 0,
+    *,
+    total: int,
+    per_family: int = 0,
+) -> TermQuery:
     """The cheapest query that finds the nodes sharing the query's rarest terms.
 
     Nodes holding any of the rarest terms, when there are at most `limit` of them: all of them,
@@ -301,8 +351,9 @@ def channel_query(channel: str, table: str, terms: list[str], frequencies: dict[
         family = {"per_family": per_family, "pool": FAMILY_POOL * limit} if ranked and per_family else {}
         return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights, **family)
     rarest = frequencies[present[0]]
-    return TermQuery(channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1,
-                     density=rarest / total, matches=rarest)
+    return TermQuery(
+        channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1, density=rarest / total, matches=rarest
+    )
 
 
 async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
@@ -311,7 +362,8 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     grams = _grams(plan.mains[0] if plan.is_output else " ".join(terms.words))
     heads = list(terms.decisive) if plan.is_output else list(terms.words)
     frequencies, gram_frequencies, head_frequencies, nodes = await store.document_frequencies(
-        [*terms.decisive, *terms.context, *terms.words], grams, heads)
+        [*terms.decisive, *terms.context, *terms.words], grams, heads
+    )
     total = max(nodes, 1)
     whole = list(terms.words) if not plan.is_output else [*terms.decisive, *terms.context]
     # Nodes holding every content word of the query (of its first decisive line): few and precise,
@@ -321,10 +373,13 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     rarest = frequencies[every[0]] if every else 0
     queries = [
         TermQuery("every", "search", every, EVERY_LIMIT, every=True, density=rarest / total, matches=rarest),
-        channel_query("terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP),
+        channel_query(
+            "terms", "search", whole, frequencies, TERMS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP
+        ),
         # titles and signatures are short: a term common in articles can be rare there
-        channel_query("heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total,
-                      per_family=FAMILY_CAP),
+        channel_query(
+            "heads", "heads", heads, head_frequencies, HEADS_LIMIT, MAX_OR_TERMS, total=total, per_family=FAMILY_CAP
+        ),
         channel_query("grams", "grams", grams, gram_frequencies, GRAMS_LIMIT, MAX_GRAMS, GRAM_BUDGET, total=total),
     ]
     by_hash = dict(plan.hashes)
@@ -332,8 +387,9 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
     matched_lines: dict[int, set[int]] = {}
     exact: set[int] = set()
     versions: dict[int, str] = {}
-    for channel, pk, hashed, version in await store.channel_matches(list(by_hash), plan.quoted, SIGNATURE_LIMIT,
-                                                                     queries, FAMILY_LIMIT):
+    for channel, pk, hashed, version in await store.channel_matches(
+        list(by_hash), plan.quoted, SIGNATURE_LIMIT, queries, FAMILY_LIMIT
+    ):
         channels.setdefault(pk, set()).add(channel)
         versions[pk] = version
         if hashed is not None:
@@ -341,12 +397,16 @@ async def find(store: Store, plan: QueryPlan) -> list[Candidate]:
             if hashed in plan.exact:
                 exact.add(pk)
     texts = await store.candidate_texts(versions)
-    candidates = [Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())),
-                            exact=text.pk in exact) for text in texts]
+    candidates = [
+        Candidate(text, frozenset(channels[text.pk]), frozenset(matched_lines.get(text.pk, ())), exact=text.pk in exact)
+        for text in texts
+    ]
     return rank(candidates, plan.is_output, plan.mains, terms, frequencies, total)
 
 
-async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 3, threshold: float = 60.0) -> list[dict[str, Any]]:
+async def similar_nodes(
+    store: Store, document: dict[str, Any], *, limit: int = 3, threshold: float = 60.0
+) -> list[dict[str, Any]]:
     """Up to `limit` textually close nodes, advisory only.
 
     Candidates come from the index, then rapidfuzz ranks them on template and title. Nodes
@@ -363,8 +423,10 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
     title_keys = index_terms(document["title"])
     scored = []
     for text in await store.candidate_texts(versions):
-        score = max(max(fuzz.token_set_ratio(main, t) for t in text.templates.split("\n")),
-                    fuzz.token_set_ratio(title_keys, text.title))
+        score = max(
+            max(fuzz.token_set_ratio(main, t) for t in text.templates.split("\n")),
+            fuzz.token_set_ratio(title_keys, text.title),
+        )
         if score >= threshold:
             scored.append((text.ecosystem != document["ecosystem"], -score, text.pk))
     scored.sort()
@@ -374,6 +436,14 @@ async def similar_nodes(store: Store, document: dict[str, Any], *, limit: int = 
         row = by_pk.get(pk)
         if row is None or row.id == document["id"]:
             continue
-        similar.append({"id": row.id, "title": row.title, "ecosystem": row.ecosystem, "score": round(-negative / 100, 3),
-                        "path": f"/v1/nodes/{row.id}", "html_path": f"/nodes/{row.id}"})
+        similar.append(
+            {
+                "id": row.id,
+                "title": row.title,
+                "ecosystem": row.ecosystem,
+                "score": round(-negative / 100, 3),
+                "path": f"/v1/nodes/{row.id}",
+                "html_path": f"/nodes/{row.id}",
+            }
+        )
     return similar[:limit]

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import json
 import math
-from operator import mul
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import mul
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rapidfuzz import fuzz
 
-from knowmesh_mcp.core.rows import CandidateText
-from knowmesh_mcp.core.rows import ARTICLE_SHIFT, COUNT_CAP, FIELD_MASK, SIGNATURE_SHIFT
+from knowmesh_mcp.core.rows import ARTICLE_SHIFT, COUNT_CAP, FIELD_MASK, SIGNATURE_SHIFT, CandidateText
 
 WEIGHTS_FILE = Path(__file__).with_name("ranking_weights.json")
 FEATURES = (
@@ -132,8 +131,10 @@ class Model:
 def models() -> dict[str, Model]:
     """{"output": Model, "prose": Model} from the checked-in weights file."""
     fitted = json.loads(WEIGHTS_FILE.read_text(encoding="utf-8"))
-    return {kind: Model(float(m["bias"]), tuple(float(m["weights"].get(name, 0.0)) for name in FEATURES))
-            for kind, m in fitted["models"].items()}
+    return {
+        kind: Model(float(m["bias"]), tuple(float(m["weights"].get(name, 0.0)) for name in FEATURES))
+        for kind, m in fitted["models"].items()
+    }
 
 
 @lru_cache(maxsize=1)
@@ -163,8 +164,10 @@ class _Query:
         self.universe = self.everything | self.first
         groups = (self.first, decisive, context, words)  # the order of `fields`' shares
         # Each term's idf, groups (indexes into `groups`) and whether it is asked: one pass sums every group.
-        self.of_term = {t: (idf[t], tuple(i for i, group in enumerate(groups) if t in group), t in self.asked)
-                        for t in self.universe}
+        self.of_term = {
+            t: (idf[t], tuple(i for i, group in enumerate(groups) if t in group), t in self.asked)
+            for t in self.universe
+        }
         self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]
         self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
@@ -183,7 +186,11 @@ class _Query:
         heads = set()
         for term in held:
             packed = counts[term]
-            title, signature, article = packed & FIELD_MASK, (packed >> SIGNATURE_SHIFT) & FIELD_MASK, packed >> ARTICLE_SHIFT
+            title, signature, article = (
+                packed & FIELD_MASK,
+                (packed >> SIGNATURE_SHIFT) & FIELD_MASK,
+                packed >> ARTICLE_SHIFT,
+            )
             idf, groups, asked = self.of_term[term]
             if title or signature:
                 heads.add(term)
@@ -202,8 +209,9 @@ class _Query:
             if asked:
                 flat += idf * _SATURATION[title + signature + article]
         totals = self.totals
-        title, signature, article = (GroupShares(*(sums[4 * field + group] / totals[group] for group in range(4)))
-                                     for field in range(3))
+        title, signature, article = (
+            GroupShares(*(sums[4 * field + group] / totals[group] for group in range(4))) for field in range(3)
+        )
         return heads, held, FieldShares(title, signature, article), flat / self.asked_total
 
 
@@ -219,7 +227,8 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
     heads, held, shares, flat = query.fields(text.counts)
     decisive, context, words = (
         (10 * shares.title[i] + 5 * shares.signature[i] + shares.article[i]) / 16  # as the term channel weighs fields
-        for i in (1, 2, 3))
+        for i in (1, 2, 3)
+    )
     slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
     everything = query.everything
@@ -230,33 +239,39 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
-    return {
-        "signature_first": 1.0 if first_line else 0.0,
-        "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
-        "values_named": 1.0 if specific and specific <= everything else 0.0,
-        "values_conflict": 1.0 if unnamed and terms.values else 0.0,
-        "values_unnamed": 1.0 if unnamed else 0.0,
-        "generic_match": 1.0 if first_line and not specific else 0.0,
-        "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
-        "value_shape_conflict": 1.0 if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes else 0.0,
-        "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
-        "first_title": shares.title.first,
-        "first_signature": shares.signature.first,
-        "first_article": shares.article.first,
-        "decisive_all": decisive,
-        "decisive_best": 0.0,  # set once every candidate's decisive_all is known
-        "context_all": context,
-        "flat_best": flat,  # made relative below
-        "flat_all": flat,
-        "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
-        "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
-        "template_ratio": ratio / 100.0,
-        "similarity": similarity / 100.0,
-        "words_all": words,
-        "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
-        "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,
-        "env_fit": NEUTRAL_ENV,
-    }, heads, held
+    return (
+        {
+            "signature_first": 1.0 if first_line else 0.0,
+            "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,
+            "values_named": 1.0 if specific and specific <= everything else 0.0,
+            "values_conflict": 1.0 if unnamed and terms.values else 0.0,
+            "values_unnamed": 1.0 if unnamed else 0.0,
+            "generic_match": 1.0 if first_line and not specific else 0.0,
+            "wrapper_match": 1.0 if candidate.matched_lines and candidate.matched_lines <= terms.wrappers else 0.0,
+            "value_shape_conflict": 1.0
+            if terms.shapes and text.value_shapes and terms.shapes != text.value_shapes
+            else 0.0,
+            "slug_missing": len(slug - everything) / len(slug) if slug else 0.0,
+            "first_title": shares.title.first,
+            "first_signature": shares.signature.first,
+            "first_article": shares.article.first,
+            "decisive_all": decisive,
+            "decisive_best": 0.0,  # set once every candidate's decisive_all is known
+            "context_all": context,
+            "flat_best": flat,  # made relative below
+            "flat_all": flat,
+            "template_coverage": max((len(t & everything) / len(t) for t in templates if t), default=0.0),
+            "line_coverage": max((len(first & t) / len(first) for t in templates), default=0.0) if first else 0.0,
+            "template_ratio": ratio / 100.0,
+            "similarity": similarity / 100.0,
+            "words_all": words,
+            "ecosystem_named": 1.0 if text.ecosystem in terms.ecosystems else 0.0,
+            "ecosystem_other": 1.0 if terms.ecosystems and text.ecosystem not in terms.ecosystems else 0.0,
+            "env_fit": NEUTRAL_ENV,
+        },
+        heads,
+        held,
+    )
 
 
 def _match(candidate: Candidate, is_output: bool, terms: QueryTerms, heads: set[str], held: set[str]) -> str:
@@ -276,8 +291,14 @@ def _match(candidate: Candidate, is_output: bool, terms: QueryTerms, heads: set[
     return "fuzzy"
 
 
-def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
-         terms: QueryTerms, frequencies: dict[str, int], total: int) -> list[Candidate]:
+def rank(
+    candidates: list[Candidate],
+    is_output: bool,
+    mains: tuple[str, ...],
+    terms: QueryTerms,
+    frequencies: dict[str, int],
+    total: int,
+) -> list[Candidate]:
     """Score every candidate, drop the prose non-results, best first.
 
     Prose keeps the spec's rule: a node holding fewer than half of the content words is not a
@@ -285,8 +306,10 @@ def rank(candidates: list[Candidate], is_output: bool, mains: tuple[str, ...],
     """
     asked = set(terms.decisive) | set(terms.context) | set(terms.words)
     rarest = math.log(1 + (total + 0.5) / 0.5)
-    idf = {t: math.log(1 + (total - frequencies[t] + 0.5) / (frequencies[t] + 0.5)) if t in frequencies else rarest
-           for t in asked | set(terms.first)}
+    idf = {
+        t: math.log(1 + (total - frequencies[t] + 0.5) / (frequencies[t] + 0.5)) if t in frequencies else rarest
+        for t in asked | set(terms.first)
+    }
     query = _Query(is_output, mains, terms, idf)
     kept = []
     for candidate in candidates:
@@ -328,8 +351,13 @@ CLOSE = 0.2
 
 def settle(first: Candidate, second: Candidate | None, *, tier_decides: bool = False) -> None:
     """Show the first candidate as a guess when the second is about as likely and no tier tells them apart."""
-    if (second is not None and not tier_decides and first.exact == second.exact
-            and first.score - second.score < CLOSE and first.confidence >= LIKELY):
+    if (
+        second is not None
+        and not tier_decides
+        and first.exact == second.exact
+        and first.score - second.score < CLOSE
+        and first.confidence >= LIKELY
+    ):
         first.confidence = LIKELY - 0.0001  # shown rounded to 4 places: still below LIKELY
 
 

@@ -31,7 +31,9 @@ KEYWORD_LINES = 600  # past it, at most this many keyword lines (the first third
 MAX_LINE_CHARS = 2000  # a longer line is judged by its first MAX_LINE_CHARS characters
 
 # Terminal escapes (CSI, OSC, two-byte) and SGR codes whose ESC byte was lost on the way.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]|(?:\^\[)?\[\d+(?:;\d+)*m")
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]|(?:\^\[)?\[\d+(?:;\d+)*m"
+)
 
 # Transport prefixes, applied repeatedly at the start of a line: they say when and where a line
 # was printed, never what went wrong.
@@ -96,8 +98,10 @@ _PHRASE = re.compile(
     r"too many|too long|not defined|does not match|doesn't match|only supports|can only|returned \d{3}\b|HTTP [45]\d\d\b|"
     r"checking for .*\.\.\. (?:-+ )?no$|[Nn]o module named|not installed"
 )
-_WARNING = re.compile(r"^(?:WARNING|Warning|warning|WARN|warn|npm WARN|DeprecationWarning|\S+ WARN)\b"
-                      r"|^(?:error )?code E[A-Z0-9]+$")  # npm's `code EACCES` line: a label, the message follows
+_WARNING = re.compile(
+    r"^(?:WARNING|Warning|warning|WARN|warn|npm WARN|DeprecationWarning|\S+ WARN)\b"
+    r"|^(?:error )?code E[A-Z0-9]+$"
+)  # npm's `code EACCES` line: a label, the message follows
 _WARNING_INSIDE = re.compile(r"\b(?:[A-Z]\w*Warning|[Ww]arning|WARN(?:ING)?)\b:")  # file:line: UserWarning: ...
 
 # Wrapper lines: a tool saying that something below it failed, naming no cause. They are kept
@@ -147,14 +151,70 @@ _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) \S+ - (.+)$")
 _VALUE_PLACEHOLDER = re.compile(r"<(?:path|url|\*|hex|addr|uuid|ts|ip)>")
 # Substrings, lowercase, of every line a cause or wrapper pattern can match: long input is
 # prefiltered with them (plain `str.find`, no regex) before any line is judged.
-KEYWORDS = ("err", "fail", "fatal", "panic", "exception", "denied", "refused", "not found", "cannot", "can't",
-            "could not", "couldn't", "unable", "no such", "invalid", "undefined", "missing", "exist", "killed",
-            "out of memory", "no space", "timed out", "timeout", "backoff", "evicted", "unsupported", "not supported",
-            "exit code", "exit status", "caused by", "went wrong", "warn", "traceback", "mismatch", "conflict",
-            "forbidden", "unauthorized", "segmentation", "abort", "unexpected", "unrecognized", "incompatible",
-            "not allowed", "requires", "required", "corrupt", "oom", "fault", "too many", "not defined",
-            "does not match", "only supports", "can only", "returned", "http ", "checking for", "panicked",
-            "too long", "too open", "not installed", "host identification", "no module")
+KEYWORDS = (
+    "err",
+    "fail",
+    "fatal",
+    "panic",
+    "exception",
+    "denied",
+    "refused",
+    "not found",
+    "cannot",
+    "can't",
+    "could not",
+    "couldn't",
+    "unable",
+    "no such",
+    "invalid",
+    "undefined",
+    "missing",
+    "exist",
+    "killed",
+    "out of memory",
+    "no space",
+    "timed out",
+    "timeout",
+    "backoff",
+    "evicted",
+    "unsupported",
+    "not supported",
+    "exit code",
+    "exit status",
+    "caused by",
+    "went wrong",
+    "warn",
+    "traceback",
+    "mismatch",
+    "conflict",
+    "forbidden",
+    "unauthorized",
+    "segmentation",
+    "abort",
+    "unexpected",
+    "unrecognized",
+    "incompatible",
+    "not allowed",
+    "requires",
+    "required",
+    "corrupt",
+    "oom",
+    "fault",
+    "too many",
+    "not defined",
+    "does not match",
+    "only supports",
+    "can only",
+    "returned",
+    "http ",
+    "checking for",
+    "panicked",
+    "too long",
+    "too open",
+    "not installed",
+    "host identification",
+    "no module",
+)
 
 
 @dataclass(frozen=True)
@@ -233,7 +293,7 @@ def _keyword_positions(text: str, lines: list[str]) -> list[int]:
     ordered = sorted(hits)
     if len(ordered) > KEYWORD_LINES:
         head = KEYWORD_LINES // 3
-        ordered = ordered[:head] + ordered[-(KEYWORD_LINES - head):]
+        ordered = ordered[:head] + ordered[-(KEYWORD_LINES - head) :]
     return ordered
 
 
@@ -287,13 +347,15 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
         plain = plain or [(p, line) for p, line in stripped.items() if line]
         chosen = [OutputLine(line, p, CONTEXT) for p, line in plain[-limit:][::-1]]
     near = {p for line in chosen for p in (line.position - 1, line.position + 1)}
-    nearby = tuple(dict.fromkeys(
-        stripped.get(p) or strip_prefixes(raw_lines[p]) for p in sorted(near) if 0 <= p < len(raw_lines)
-    ))
+    nearby = tuple(
+        dict.fromkeys(stripped.get(p) or strip_prefixes(raw_lines[p]) for p in sorted(near) if 0 <= p < len(raw_lines))
+    )
     nonempty = sum(1 for p in stripped.values() if p)
-    is_output = (any(line.rank in (EXCEPTION, ERROR, WRAPPER) for line in chosen)
-                 or (nonempty > 1 and any(line.rank < CONTEXT for line in chosen))
-                 or bool(chosen and _VALUE_PLACEHOLDER.search(normalize_signature(chosen[0].text))))
+    is_output = (
+        any(line.rank in (EXCEPTION, ERROR, WRAPPER) for line in chosen)
+        or (nonempty > 1 and any(line.rank < CONTEXT for line in chosen))
+        or bool(chosen and _VALUE_PLACEHOLDER.search(normalize_signature(chosen[0].text)))
+    )
     return Scan(tuple(chosen), tuple(n for n in nearby if n and n not in seen), len(raw_lines), is_output)
 
 

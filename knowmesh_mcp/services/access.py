@@ -12,8 +12,8 @@ from typing import Any
 
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.core.identity import MAX_AGENT_ID, ROLES, Credential, new_token, token_digest
-from knowmesh_mcp.store import Store, utc_now
 from knowmesh_mcp.core.rows import TOKEN_ID_LENGTH
+from knowmesh_mcp.store import Store, utc_now
 
 TOKEN_ID = re.compile(f"[0-9a-f]{{{TOKEN_ID_LENGTH}}}")
 TOUCH_EVERY = timedelta(minutes=1)  # `last used` is a date for people, not a counter: one write a minute at most
@@ -24,9 +24,15 @@ class AgentTokens:
 
     async def add_token(self, agent_id: Any, *, role: str = "agent") -> dict[str, Any]:
         """A new token bound to `agent_id`; the token is in the result and nowhere else, ever."""
-        if not isinstance(agent_id, str) or not agent_id.strip() or len(agent_id) > MAX_AGENT_ID \
-                or any(c.isspace() for c in agent_id.strip()):
-            raise bad_parameter("agent_id", f"an agent id is one word of at most {MAX_AGENT_ID} characters, e.g. agent-a1")
+        if (
+            not isinstance(agent_id, str)
+            or not agent_id.strip()
+            or len(agent_id) > MAX_AGENT_ID
+            or any(c.isspace() for c in agent_id.strip())
+        ):
+            raise bad_parameter(
+                "agent_id", f"an agent id is one word of at most {MAX_AGENT_ID} characters, e.g. agent-a1"
+            )
         if role not in ROLES:
             raise bad_parameter("role", f"role must be one of {', '.join(ROLES)}")
         token = new_token()

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError
-from knowmesh_mcp.services.importing import index_pages
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION
 from knowmesh_mcp.search.query import SEARCH_INDEX_VERSION
+from knowmesh_mcp.services.importing import index_pages
 from knowmesh_mcp.store import STARTER_CORPUS, DuplicateRow, is_postgres, open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES, CopiedTable, Store, Writer
 
@@ -40,10 +40,18 @@ DERIVED_META = ("normalizer_version", "search_index_version")  # written by the 
 # Columns the target derives itself: never a reason to update a row, nor to refuse one.
 DERIVED_COLUMNS = {"nodes": ("signature_hash",)}
 # What the summary line names, in its order; every other table is counted under "other rows".
-NAMED = (("nodes", "nodes"), ("article_revisions", "revisions"), ("feedback", "feedback"),
-         ("failures", "failed attempts"), ("dedupe_tasks", "dedupe tasks"), ("dedupe_votes", "dedupe votes"),
-         ("service_issues", "issues"), ("agent_tokens", "tokens"), ("maintainer_actions", "maintainer actions"),
-         ("node_redirects", "redirects"))
+NAMED = (
+    ("nodes", "nodes"),
+    ("article_revisions", "revisions"),
+    ("feedback", "feedback"),
+    ("failures", "failed attempts"),
+    ("dedupe_tasks", "dedupe tasks"),
+    ("dedupe_votes", "dedupe votes"),
+    ("service_issues", "issues"),
+    ("agent_tokens", "tokens"),
+    ("maintainer_actions", "maintainer actions"),
+    ("node_redirects", "redirects"),
+)
 
 Progress = Callable[..., None]  # (done, total) rows; then (done, total, "nodes indexed") for the reindex
 
@@ -63,8 +71,11 @@ class CopyReport:
     def summary(self) -> str:
         """One line: nodes, revisions and feedback always, the other named tables when they had rows."""
         named = dict(NAMED)
-        parts = [f"{self.copied.get(table, 0)} {label}" for table, label in NAMED
-                 if table in ("nodes", "article_revisions", "feedback") or self.copied.get(table)]
+        parts = [
+            f"{self.copied.get(table, 0)} {label}"
+            for table, label in NAMED
+            if table in ("nodes", "article_revisions", "feedback") or self.copied.get(table)
+        ]
         other = sum(n for table, n in self.copied.items() if table not in named)
         line = "copied " + ", ".join(parts) + f", {other} other rows"
         if sum(self.updated.values()):
@@ -74,13 +85,23 @@ class CopyReport:
         return line + ("" if self.changed else " (nothing to change)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "target": self.target, "copied": self.copied, "updated": self.updated,
-                "reindexed": self.reindexed, "changed": self.changed}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "copied": self.copied,
+            "updated": self.updated,
+            "reindexed": self.reindexed,
+            "changed": self.changed,
+        }
 
 
 def refused(target: Store, what: str) -> KnowmeshError:
-    return KnowmeshError(409, "copy_refused", f"{target.path} already holds a different mesh: {what}. Nothing was "
-                         "written; copy into an empty database (or the target of an earlier copy of this mesh)")
+    return KnowmeshError(
+        409,
+        "copy_refused",
+        f"{target.path} already holds a different mesh: {what}. Nothing was "
+        "written; copy into an empty database (or the target of an earlier copy of this mesh)",
+    )
 
 
 async def copy_mesh(source: str, target: str, *, progress: Progress | None = None) -> CopyReport:
@@ -108,7 +129,9 @@ def _same_place(source: str, target: str) -> bool:
     return Path(source).expanduser().resolve() == Path(target).expanduser().resolve()
 
 
-async def copy_stores(source: Store, target: Store, *, progress: Progress | None = None, page: int = PAGE) -> CopyReport:
+async def copy_stores(
+    source: Store, target: Store, *, progress: Progress | None = None, page: int = PAGE
+) -> CopyReport:
     """Copy every table of `source` into `target` in one target transaction (see the module's doc)."""
     report = CopyReport(source.path, target.path)
     total = sum([await source.count_rows(table.name) for table in COPIED_TABLES])
@@ -133,7 +156,9 @@ async def copy_stores(source: Store, target: Store, *, progress: Progress | None
                 try:
                     await tx.load_rows(table.name, inserts)
                 except DuplicateRow as error:  # the target holds another row under another unique key
-                    raise refused(target, f"a {table.name} row of the source collides with one there ({error})") from None
+                    raise refused(
+                        target, f"a {table.name} row of the source collides with one there ({error})"
+                    ) from None
                 if updates:
                     await tx.update_rows(table.name, [new for new, _ in updates])
                 if table.name == "nodes":
@@ -166,8 +191,9 @@ def _key(table: CopiedTable, row: Sequence[Any]) -> tuple[Any, ...]:
 Row = tuple[Any, ...]
 
 
-async def _match(tx: Writer, target: Store, table: CopiedTable, rows: list[Row], after: Row | None, *,
-                 last: bool) -> tuple[list[Row], list[tuple[Row, Row]]]:
+async def _match(
+    tx: Writer, target: Store, table: CopiedTable, rows: list[Row], after: Row | None, *, last: bool
+) -> tuple[list[Row], list[tuple[Row, Row]]]:
     """(rows to insert, (source row, target row) pairs to update) of one source page, after checking
     the target's rows of the same key range (to the end of the table on the last page)."""
     if table.name == "meta":
@@ -195,9 +221,12 @@ async def _match(tx: Writer, target: Store, table: CopiedTable, rows: list[Row],
         fixed = [column for column in differ if column not in table.mutable]
         if fixed:
             verb = "has another history there" if table.name in ("nodes", "article_revisions") else "differs"
-            raise refused(target, f"{_describe(table, (key,) if table.name == 'meta' else key)} {verb} "
-                                  f"({fixed[0]} {old[table.columns.index(fixed[0])]!r} there, "
-                                  f"{row[table.columns.index(fixed[0])]!r} in the source)")
+            raise refused(
+                target,
+                f"{_describe(table, (key,) if table.name == 'meta' else key)} {verb} "
+                f"({fixed[0]} {old[table.columns.index(fixed[0])]!r} there, "
+                f"{row[table.columns.index(fixed[0])]!r} in the source)",
+            )
         updates.append((row, old))
     return inserts, updates
 
@@ -218,8 +247,11 @@ async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Pro
     already indexed: indexing is most of a copy's CPU."""
     fresh_set = set(fresh)
     moved = [node_id for node_id in dict.fromkeys(moved) if node_id not in fresh_set]
-    pages = [(is_fresh, wanted[start : start + PAGE])
-             for wanted, is_fresh in ((fresh, True), (moved, False)) for start in range(0, len(wanted), PAGE)]
+    pages = [
+        (is_fresh, wanted[start : start + PAGE])
+        for wanted, is_fresh in ((fresh, True), (moved, False))
+        for start in range(0, len(wanted), PAGE)
+    ]
     total, done = len(fresh) + len(moved), 0
 
     async def documents() -> AsyncIterator[tuple[bool, list[tuple[str, dict[str, Any]]]]]:

@@ -17,20 +17,20 @@ from typing import Any
 from knowmesh_mcp.core import next_steps
 from knowmesh_mcp.core.articles import apply_ops, field_changes, revert_changes
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
+from knowmesh_mcp.core.evidence import node_stats
 from knowmesh_mcp.core.identity import Actor, agent_object
 from knowmesh_mcp.core.limits import MAX_INT, to_int
+from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.services.maintaining import follow_redirect, refuse_merged
-from knowmesh_mcp.core.evidence import node_stats
 from knowmesh_mcp.services.outcomes import archive_answered_failures
 from knowmesh_mcp.services.publishing import (
-    behavior_hash,
     author_of,
+    behavior_hash,
     check_summary,
     prepare_off_loop,
     require_node_id,
 )
 from knowmesh_mcp.services.reading import ReadRequest, ReadResult, editable_document, parse_list
-from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.store import Edit, RevisionRow, Store, Writer
 
 ARTICLE_CACHE_CONTROL = "public, no-cache, must-revalidate"
@@ -42,8 +42,11 @@ def token_hash(token: str) -> str:
 
 def check_base_revision(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise bad_parameter("base_revision", "base_revision is required: the revision number you read (an integer >= 1)",
-                            code="missing_base_revision")
+        raise bad_parameter(
+            "base_revision",
+            "base_revision is required: the revision number you read (an integer >= 1)",
+            code="missing_base_revision",
+        )
     return value
 
 
@@ -79,11 +82,18 @@ class ArticleEditing:
         if row is None:
             raise not_found("node", node_id)
         await follow_redirect(self.store, node_id, row.status)
-        article = editable_document(row.document, status=row.status, version=row.version,
-                                    solution_revisions=row.solution_revisions)
+        article = editable_document(
+            row.document, status=row.status, version=row.version, solution_revisions=row.solution_revisions
+        )
         body = {
-            "id": node_id, "revision": row.revision, "version": row.version, "status": row.status,
-            "has_answer": row.has_answer, "updated_at": row.updated_at, "trust": "untrusted-data", "article": article,
+            "id": node_id,
+            "revision": row.revision,
+            "version": row.version,
+            "status": row.status,
+            "has_answer": row.has_answer,
+            "updated_at": row.updated_at,
+            "trust": "untrusted-data",
+            "article": article,
         }
         view = (await self.read_node(node_id, ReadRequest(include=included))).body  # type: ignore[attr-defined]
         for key in ("next", "failures"):
@@ -93,42 +103,53 @@ class ArticleEditing:
         etag = '"' + hashlib.sha256(tag.encode()).hexdigest()[:32] + '"'
         return ReadResult(body=body, etag=etag, cache_control=ARTICLE_CACHE_CONTROL)
 
-    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
-                            actor: Actor | None = None) -> dict[str, Any]:
+    async def patch_article(
+        self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """PATCH /v1/nodes/{id}/article: JSON Pointer set/remove ops, published at once."""
         require_node_id(node_id)
         base, author, text = check_base_revision(base_revision), author_of(agent, actor), check_summary(summary)
         if not isinstance(ops, list) or not ops:
-            raise bad_parameter("ops", "ops must be a non-empty list of {op, path, value} operations", code="invalid_op")
+            raise bad_parameter(
+                "ops", "ops must be a non-empty list of {op, path, value} operations", code="invalid_op"
+            )
         async with self.store.write() as tx:
             current_revision, current, status = await self._editable(tx, node_id, base)
             edited = apply_ops(current, ops)
             return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
-    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
-                             actor: Actor | None = None) -> dict[str, Any]:
+    async def revise_article(
+        self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """POST /v1/nodes/{id}/article/revisions: the whole document, published at once."""
         require_node_id(node_id)
         base, author, text = check_base_revision(base_revision), author_of(agent, actor), check_summary(summary)
         if not isinstance(article, dict):
-            raise KnowmeshError(400, "invalid_node", "article must be the complete node document (a JSON object)", field="/")
+            raise KnowmeshError(
+                400, "invalid_node", "article must be the complete node document (a JSON object)", field="/"
+            )
         async with self.store.write() as tx:
             current_revision, current, status = await self._editable(tx, node_id, base)
             for field_name in ("id", "ecosystem", "license"):
                 if field_name in article and article[field_name] != current[field_name]:
-                    raise KnowmeshError(400, "immutable_field", f"{field_name} cannot change in a revision", field=f"/{field_name}")
+                    raise KnowmeshError(
+                        400, "immutable_field", f"{field_name} cannot change in a revision", field=f"/{field_name}"
+                    )
             edited = {key: value for key, value in article.items() if key not in {"status", "version"}}
             edited = {**edited, "id": current["id"], "ecosystem": current["ecosystem"], "license": current["license"]}
             return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
-    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
-                        actor: Actor | None = None) -> dict[str, Any]:
+    async def undo_edit(
+        self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """POST /v1/article-revisions/{id}/undo: append the reverse of one edit, with its one-time token."""
         if not isinstance(revision_id, str) or not revision_id.strip():
             raise bad_parameter("revision_id", "revision_id is required")
         author, text = author_of(agent, actor), check_summary(summary)
         if not isinstance(undo_token, str) or not undo_token:
-            raise KnowmeshError(401, "missing_undo_token", "send the edit's undo token: Authorization: Bearer <undo_token>")
+            raise KnowmeshError(
+                401, "missing_undo_token", "send the edit's undo token: Authorization: Bearer <undo_token>"
+            )
         async with self.store.write() as tx:
             target = await tx.revision(revision_id)
             stored = await tx.undo_token(revision_id) if target else None
@@ -144,15 +165,33 @@ class ArticleEditing:
             reverted, conflicts = revert_changes(current, target.changes)
             if conflicts:
                 raise KnowmeshError(
-                    409, "undo_conflict", "later edits changed fields this undo would overwrite; edit them instead",
-                    fields=conflicts, current_revision=current_revision,
+                    409,
+                    "undo_conflict",
+                    "later edits changed fields this undo would overwrite; edit them instead",
+                    fields=conflicts,
+                    current_revision=current_revision,
                 )
             await tx.spend_undo_token(revision_id)
-            return await self._publish(tx, target.node_id, current, reverted, status, current_revision, author,
-                                       text, "undo", reverts=revision_id)
+            return await self._publish(
+                tx,
+                target.node_id,
+                current,
+                reverted,
+                status,
+                current_revision,
+                author,
+                text,
+                "undo",
+                reverts=revision_id,
+            )
 
     async def article_history(
-        self, node_id: str, *, from_revision: Any = None, to_revision: Any = None, after: Any = None,
+        self,
+        node_id: str,
+        *,
+        from_revision: Any = None,
+        to_revision: Any = None,
+        after: Any = None,
         include: Any = None,
     ) -> dict[str, Any]:
         """GET /v1/nodes/{id}/article/revisions: every revision, or the field-level diff between two.
@@ -169,19 +208,36 @@ class ArticleEditing:
             first = 0 if after is None else _revision_param("after", after, row.revision, lowest=0)
             with_documents = parse_list(include, name="include", allowed=("documents",)) == ["documents"]
             if with_documents:
-                entries = [{**revision_entry(r), "document": document, "solution_revisions": solutions,
-                            "agent_proof": r.agent_proof}
-                           for r, document, solutions in await self.store.revisions_with_documents(node_id, first)]
+                entries = [
+                    {
+                        **revision_entry(r),
+                        "document": document,
+                        "solution_revisions": solutions,
+                        "agent_proof": r.agent_proof,
+                    }
+                    for r, document, solutions in await self.store.revisions_with_documents(node_id, first)
+                ]
             else:
                 entries = [revision_entry(r) for r in await self.store.revisions(node_id) if r.revision > first]
-            return {"id": node_id, "current_revision": row.revision, "status": row.status, "revisions": entries,
-                    "trust": "untrusted-data"}
+            return {
+                "id": node_id,
+                "current_revision": row.revision,
+                "status": row.status,
+                "revisions": entries,
+                "trust": "untrusted-data",
+            }
         first = _revision_param("from_revision", 1 if from_revision is None else from_revision, row.revision)
         last = _revision_param("to_revision", row.revision if to_revision is None else to_revision, row.revision)
         before, after = await self.store.document_at(node_id, first), await self.store.document_at(node_id, last)
         assert before is not None and after is not None
-        return {"id": node_id, "current_revision": row.revision, "from_revision": first, "to_revision": last,
-                "changes": field_changes(before, after), "trust": "untrusted-data"}
+        return {
+            "id": node_id,
+            "current_revision": row.revision,
+            "from_revision": first,
+            "to_revision": last,
+            "changes": field_changes(before, after),
+            "trust": "untrusted-data",
+        }
 
     async def _editable(self, tx: Writer, node_id: str, base: int | None) -> tuple[int, dict[str, Any], str]:
         state = await tx.node_for_edit(node_id)
@@ -193,7 +249,8 @@ class ArticleEditing:
         if base is not None and base != current_revision:
             since = await tx.revisions_after(node_id, base) if base < current_revision else []
             raise KnowmeshError(
-                409, "revision_conflict",
+                409,
+                "revision_conflict",
                 f"the article is at revision {current_revision}, not {base}: reread it, integrate the changes, resubmit",
                 current_revision=current_revision,
                 changes_since_base=[revision_entry(r) for r in since],
@@ -201,8 +258,18 @@ class ArticleEditing:
         return current_revision, current, status
 
     async def _publish(
-        self, tx: Writer, node_id: str, current: dict[str, Any], edited: dict[str, Any], status: str,
-        current_revision: int, author: Actor, summary: str, kind: str, *, reverts: str | None = None,
+        self,
+        tx: Writer,
+        node_id: str,
+        current: dict[str, Any],
+        edited: dict[str, Any],
+        status: str,
+        current_revision: int,
+        author: Actor,
+        summary: str,
+        kind: str,
+        *,
+        reverts: str | None = None,
     ) -> dict[str, Any]:
         """Validate the complete edited document like a new one and make it current, in the caller's transaction."""
         prepared = await prepare_off_loop({**edited, "status": status})
@@ -224,23 +291,45 @@ class ArticleEditing:
         token = secrets.token_urlsafe(24)  # 192 bits; only its hash is stored
         revision = current_revision + 1
         edit = Edit(
-            node_id=node_id, title=document.title, version=prepared.version, document_json=prepared.body_json,
-            solution_revisions=revisions, new_solution_revisions=new_rows,
-            has_answer=bool(prepared.body["content"]["solutions"]), signature_hash=prepared.signature_hash,
-            quoted_values=prepared.quoted_values, index=index_row(prepared.body), revision_id="rev_" + secrets.token_hex(12),
-            revision=revision, kind=kind, agent_id=author.id, model=author.model, summary=summary,
-            changes_json=json.dumps(changes, ensure_ascii=False), undo_token_hash=token_hash(token),
-            reverts_revision_id=reverts, agent_proof=author.proof,
+            node_id=node_id,
+            title=document.title,
+            version=prepared.version,
+            document_json=prepared.body_json,
+            solution_revisions=revisions,
+            new_solution_revisions=new_rows,
+            has_answer=bool(prepared.body["content"]["solutions"]),
+            signature_hash=prepared.signature_hash,
+            quoted_values=prepared.quoted_values,
+            index=index_row(prepared.body),
+            revision_id="rev_" + secrets.token_hex(12),
+            revision=revision,
+            kind=kind,
+            agent_id=author.id,
+            model=author.model,
+            summary=summary,
+            changes_json=json.dumps(changes, ensure_ascii=False),
+            undo_token_hash=token_hash(token),
+            reverts_revision_id=reverts,
+            agent_proof=author.proof,
         )
         created_at = await tx.apply_edit(edit)
         await archive_answered_failures(tx, node_id, prepared.body, edit.revision_id)
         # Evidence stays with each solution revision; the node-wide rows follow the current answers.
         await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), revisions, datetime.now(UTC)))
         return {
-            "id": node_id, "revision_id": edit.revision_id, "revision": revision, "parent_revision": current_revision,
-            "kind": kind, "version": prepared.version, "undo_token": token, "changes": changes,
-            "solutions": revisions, "created_at": created_at, "path": f"/v1/nodes/{node_id}",
-            "candidate_state": "draft", "candidate_note": next_steps.CANDIDATE_NOTE,
+            "id": node_id,
+            "revision_id": edit.revision_id,
+            "revision": revision,
+            "parent_revision": current_revision,
+            "kind": kind,
+            "version": prepared.version,
+            "undo_token": token,
+            "changes": changes,
+            "solutions": revisions,
+            "created_at": created_at,
+            "path": f"/v1/nodes/{node_id}",
+            "candidate_state": "draft",
+            "candidate_note": next_steps.CANDIDATE_NOTE,
         }
 
 

@@ -26,24 +26,30 @@ class Health:
         unreadable: dict[str, str] = facts.get("unreadable", {})
         problems = []
         if facts["integrity"] != "ok":
-            problems.append(f"the database fails its integrity check: {facts['integrity']}: "
-                            "restore it from a backup")
+            problems.append(f"the database fails its integrity check: {facts['integrity']}: restore it from a backup")
         problems += [f"the {name} could not be read: {error}" for name, error in unreadable.items()]
         # A fact that could not be read is reported as such above, never compared as if it were 0.
         if "schema version" not in unreadable and facts["schema_version"] < latest:
-            problems.append(f"schema version {facts['schema_version']} is older than this code's {latest}: "
-                            "open it once with this version to migrate")
-        if "index versions" not in unreadable and (facts["search_index_version"] != str(SEARCH_INDEX_VERSION)
-                                                   or facts["normalizer_version"] != str(NORMALIZER_VERSION)):
-            problems.append(f"the search index was built by another version ({facts['search_index_version']}, "
-                            f"this code builds {SEARCH_INDEX_VERSION}): it is rebuilt when a server opens the database")
+            problems.append(
+                f"schema version {facts['schema_version']} is older than this code's {latest}: "
+                "open it once with this version to migrate"
+            )
+        if "index versions" not in unreadable and (
+            facts["search_index_version"] != str(SEARCH_INDEX_VERSION)
+            or facts["normalizer_version"] != str(NORMALIZER_VERSION)
+        ):
+            problems.append(
+                f"the search index was built by another version ({facts['search_index_version']}, "
+                f"this code builds {SEARCH_INDEX_VERSION}): it is rebuilt when a server opens the database"
+            )
         counted = not {"node count", "search index's node count"} & unreadable.keys()
         if counted and facts["indexed_nodes"] != facts["nodes"]:
             problems.append(f"{facts['nodes'] - facts['indexed_nodes']} node(s) are missing from the search index")
         live_tokens = facts["tokens"]["agent"] + facts["tokens"]["maintainer"]
         if auth == "required" and live_tokens == 0 and "tokens" not in unreadable:
-            problems.append("auth is required but no token exists, so nobody can write: "
-                            "knowmesh-mcp token add <agent-id>")
+            problems.append(
+                "auth is required but no token exists, so nobody can write: knowmesh-mcp token add <agent-id>"
+            )
         return {
             "ok": not problems,
             "problems": problems,

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.model import InvalidNode, validate_node
 from knowmesh_mcp.core.normalize import signature_hash
-from knowmesh_mcp.services.publishing import Prepared, check_overlaps, invalid_node_error
 from knowmesh_mcp.search.query import index_row
+from knowmesh_mcp.services.publishing import Prepared, check_overlaps, invalid_node_error
 from knowmesh_mcp.store import SearchRow
 
 PARALLEL_FROM = 5000  # documents prepared in-process before a pool takes over (its start-up is ~0.5 s)

@@ -41,8 +41,13 @@ def canonical_ref(node_id: str) -> dict[str, str]:
 
 def moved(node_id: str, canonical: str) -> KnowmeshError:
     """301: a merged node answers with its canonical one (the HTTP app sends `Location`)."""
-    return KnowmeshError(301, "moved", f"{node_id} was merged into {canonical}: read {canonical}",
-                         merged=node_id, top_level={"canonical": canonical_ref(canonical)})
+    return KnowmeshError(
+        301,
+        "moved",
+        f"{node_id} was merged into {canonical}: read {canonical}",
+        merged=node_id,
+        top_level={"canonical": canonical_ref(canonical)},
+    )
 
 
 class Maintaining:
@@ -67,11 +72,19 @@ class Maintaining:
             if previous == status:
                 return {"ok": True, "node": node_id, "status": status, "previous": previous, "changed": False}
             action = await write_status(tx, node_id, previous, status, text, actor.id or "", actor.proof)
-        return {"ok": True, "node": node_id, "status": status, "previous": previous, "changed": True,
-                "action_id": action, "maintainer": actor.as_agent()}
+        return {
+            "ok": True,
+            "node": node_id,
+            "status": status,
+            "previous": previous,
+            "changed": True,
+            "action_id": action,
+            "maintainer": actor.as_agent(),
+        }
 
-    async def confirm_merge(self, task_id: Any, *, canonical_id: Any = None, note: Any = None,
-                            actor: Actor) -> dict[str, Any]:
+    async def confirm_merge(
+        self, task_id: Any, *, canonical_id: Any = None, note: Any = None, actor: Actor
+    ) -> dict[str, Any]:
         """Merge a flagged duplicate pair: the other node is deprecated and its URLs answer 301 to
         the canonical one; its history, evidence and failed approaches stay where they were."""
         maintainer_required(actor)
@@ -84,8 +97,12 @@ class Maintaining:
             first, second, task_status = task
             flagged_on = await tx.dedupe_canonical(number)
             if task_status != "flagged":
-                raise KnowmeshError(409, "dedupe_not_flagged", f"task {number} is {task_status}: only a pair that two "
-                                    "agents voted the same (flagged) can be merged")
+                raise KnowmeshError(
+                    409,
+                    "dedupe_not_flagged",
+                    f"task {number} is {task_status}: only a pair that two "
+                    "agents voted the same (flagged) can be merged",
+                )
             canonical = canonical_id if canonical_id is not None else flagged_on
             if canonical not in (first, second):
                 raise bad_parameter("canonical_id", f"canonical_id must be {first} or {second}")
@@ -95,13 +112,24 @@ class Maintaining:
             state, kept = await tx.node_for_edit(merged), await tx.node_for_edit(canonical)
             assert state is not None and kept is not None  # dedupe tasks reference nodes
             if kept[2] == "deprecated":
-                raise KnowmeshError(409, "canonical_deprecated", f"{canonical} is deprecated: set it back to draft "
-                                    "first, or keep the other node")
-            action = await write_merge(tx, merged, canonical, state[2], text, actor.id or "", actor.proof, task_id=number)
+                raise KnowmeshError(
+                    409,
+                    "canonical_deprecated",
+                    f"{canonical} is deprecated: set it back to draft first, or keep the other node",
+                )
+            action = await write_merge(
+                tx, merged, canonical, state[2], text, actor.id or "", actor.proof, task_id=number
+            )
             await tx.set_dedupe_status(number, "closed", canonical)
             await tx.touch_node(canonical)  # the canonical node now stands for both: the feed says so
-        return {"ok": True, "task_id": number, "merged": merged, "canonical": canonical_ref(canonical),
-                "action_id": action, "maintainer": actor.as_agent()}
+        return {
+            "ok": True,
+            "task_id": number,
+            "merged": merged,
+            "canonical": canonical_ref(canonical),
+            "action_id": action,
+            "maintainer": actor.as_agent(),
+        }
 
     async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Actor) -> dict[str, Any]:
         """Close (fixed) or discard (not accepted) a service issue, with a note for who filed it."""
@@ -118,9 +146,14 @@ class Maintaining:
                 raise KnowmeshError(409, "issue_resolved", f"issue {issue} is already {current}")
             resolution = {"note": text, "maintainer": actor.id, "at": utc_now()}
             await tx.resolve_issue(issue, status, resolution)
-            action = await tx.insert_maintainer_action("close_issue" if status == "closed" else "discard_issue",
-                                                       str(issue), {"from": "open", "to": status}, text,
-                                                       actor.id or "", actor.proof)
+            action = await tx.insert_maintainer_action(
+                "close_issue" if status == "closed" else "discard_issue",
+                str(issue),
+                {"from": "open", "to": status},
+                text,
+                actor.id or "",
+                actor.proof,
+            )
         return {"ok": True, "issue_number": issue, "status": status, "resolution": resolution, "action_id": action}
 
     async def audit_log(self, *, target: str | None = None, after: Any = None, limit: Any = None) -> dict[str, Any]:
@@ -136,21 +169,43 @@ class Maintaining:
         return {"tasks": await self.store.dedupe_tasks("flagged", limit), "trust": "untrusted-data"}
 
 
-
-async def write_status(tx: Writer, node_id: str, previous: str, status: str, note: str | None,
-                       maintainer_id: str, proof: str, **detail: Any) -> int:
+async def write_status(
+    tx: Writer,
+    node_id: str,
+    previous: str,
+    status: str,
+    note: str | None,
+    maintainer_id: str,
+    proof: str,
+    **detail: Any,
+) -> int:
     """A status change and its audit row (the action id); `detail` adds to the row (a sync's remote)."""
     await tx.set_node_status(node_id, status)
-    return await tx.insert_maintainer_action("set_status", node_id, {"from": previous, "to": status, **detail},
-                                             note, maintainer_id, proof)
+    return await tx.insert_maintainer_action(
+        "set_status", node_id, {"from": previous, "to": status, **detail}, note, maintainer_id, proof
+    )
 
 
-async def write_merge(tx: Writer, merged: str, canonical: str, previous: str, note: str | None,
-                      maintainer_id: str, proof: str, **detail: Any) -> int:
+async def write_merge(
+    tx: Writer,
+    merged: str,
+    canonical: str,
+    previous: str,
+    note: str | None,
+    maintainer_id: str,
+    proof: str,
+    **detail: Any,
+) -> int:
     """`merged` deprecated and answering with `canonical`, and the audit row (the action id)."""
     await tx.set_node_status(merged, "deprecated")
     action = await tx.insert_maintainer_action(
-        "merge", merged, {"canonical": canonical, **detail, "from": previous, "to": "deprecated"}, note, maintainer_id, proof)
+        "merge",
+        merged,
+        {"canonical": canonical, **detail, "from": previous, "to": "deprecated"},
+        note,
+        maintainer_id,
+        proof,
+    )
     await tx.insert_redirect(merged, canonical, action)
     return action
 
@@ -162,6 +217,7 @@ async def follow_redirect(store: Store, node_id: str, status: str) -> None:
         canonical = await store.redirect(node_id)
         if canonical is not None:
             raise moved(node_id, canonical)
+
 
 async def following_merge(read: Callable[[str], Awaitable[T]], node_id: str) -> T:
     """`read(node_id)`, or of its canonical node when it was merged (a `moved` error)."""
@@ -183,8 +239,12 @@ async def read_following_merge(read: Callable[[str], Awaitable[dict[str, Any]]],
 async def refuse_merged(tx: Writer, node_id: str) -> None:
     canonical = await tx.redirect(node_id)
     if canonical is not None:
-        raise KnowmeshError(409, "node_merged", f"{node_id} was merged into {canonical}: work on {canonical}",
-                            top_level={"canonical": canonical_ref(canonical)})
+        raise KnowmeshError(
+            409,
+            "node_merged",
+            f"{node_id} was merged into {canonical}: work on {canonical}",
+            top_level={"canonical": canonical_ref(canonical)},
+        )
 
 
 def _task_number(value: Any) -> int:

@@ -16,15 +16,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from knowmesh_mcp.core import markdown
-from knowmesh_mcp.core import next_steps
+from knowmesh_mcp.core import markdown, next_steps
+from knowmesh_mcp.core.addresses import SECRET_ENV, address_hash, address_secret
 from knowmesh_mcp.core.environment import Environment, env_from_mapping, scope_matches, solution_scope
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
-from knowmesh_mcp.core.addresses import SECRET_ENV, address_hash, address_secret
-from knowmesh_mcp.core.limits import DEFAULT_REVIEW_LIMIT, MAX_NOTE, MAX_REVIEW_LIMIT, MAX_STEPS, MAX_TEXT, to_int
 from knowmesh_mcp.core.evidence import OUTCOMES, REVIEW_REASONS, Evidence, node_stats
-from knowmesh_mcp.core.model import canonical_json
 from knowmesh_mcp.core.identity import PROVEN, Actor, acting, agent_object
+from knowmesh_mcp.core.limits import DEFAULT_REVIEW_LIMIT, MAX_NOTE, MAX_REVIEW_LIMIT, MAX_STEPS, MAX_TEXT, to_int
+from knowmesh_mcp.core.model import canonical_json
 from knowmesh_mcp.services.publishing import author_of, behavior_hash, require_node_id
 from knowmesh_mcp.services.reading import choose_answer, scoped_solutions
 from knowmesh_mcp.store import DuplicateRow, NodeRow, StatsRow, Store, Writer, meta_made_once, utc_now
@@ -54,8 +53,12 @@ class Submission:
         if self.subject is None or self.limit <= 0:
             return
         if await tx.count_write(self.subject, _hour()) > self.limit > 0:
-            raise KnowmeshError(429, "rate_limited", f"at most {self.limit} submissions per hour per agent or address; "
-                                "try again next hour", limit=self.limit)
+            raise KnowmeshError(
+                429,
+                "rate_limited",
+                f"at most {self.limit} submissions per hour per agent or address; try again next hour",
+                limit=self.limit,
+            )
 
 
 UNCOUNTED = Submission()  # a local write: the CLI, stdio, a personal mesh without a limit
@@ -88,8 +91,9 @@ class OutcomeReporting:
         is made once in the database (under the write lock, so two servers agree)."""
         return await meta_made_once(self.store, "ip_hash_secret", lambda: secrets.token_hex(32))
 
-    async def report_outcome(self, report: Any, *, submission: Submission = UNCOUNTED,
-                             actor: Actor | None = None) -> dict[str, Any]:
+    async def report_outcome(
+        self, report: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """POST /v1/feedback: record what happened when an agent ran an answer. 202 when accepted."""
         if not isinstance(report, dict):
             raise KnowmeshError(400, "invalid_feedback", "the report must be a JSON object", field="/")
@@ -102,7 +106,9 @@ class OutcomeReporting:
         require_node_id(node_id)
         solution_id = report.get("solution")
         if not isinstance(solution_id, str) or not solution_id:
-            raise bad_parameter("solution", "solution is required: the id of the answer you ran", code="invalid_feedback")
+            raise bad_parameter(
+                "solution", "solution is required: the id of the answer you ran", code="invalid_feedback"
+            )
         env_object = report.get("env") if isinstance(report.get("env"), dict) else {}
         environment = env_from_mapping(env_object)
         reporter = actor if actor is not None else acting(report.get("agent"), None, "off")
@@ -111,15 +117,23 @@ class OutcomeReporting:
         exit_code = evidence_object.get("exit_code")
         reason = report.get("reason") if isinstance(report.get("reason"), str) and report["reason"].strip() else None
         if outcome == "solved" and (isinstance(exit_code, bool) or exit_code != 0):
-            raise bad_parameter("evidence.exit_code", "solved requires evidence.exit_code = 0: run the verify command first",
-                                code="invalid_feedback")
+            raise bad_parameter(
+                "evidence.exit_code",
+                "solved requires evidence.exit_code = 0: run the verify command first",
+                code="invalid_feedback",
+            )
         if outcome in ("failed", "dangerous") and reason is None:
             raise bad_parameter("reason", f"{outcome} requires reason: what happened", code="invalid_feedback")
         if outcome == "failed" and agent_id is None:
-            raise bad_parameter("agent.id", "failed requires agent.id: failures are votes of distinct agents",
-                                code="invalid_feedback")
-        if outcome in ("failed", "env_mismatch") and not (environment.os or environment.runtimes or environment.pkg_manager):
-            raise bad_parameter("env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback")
+            raise bad_parameter(
+                "agent.id", "failed requires agent.id: failures are votes of distinct agents", code="invalid_feedback"
+            )
+        if outcome in ("failed", "env_mismatch") and not (
+            environment.os or environment.runtimes or environment.pkg_manager
+        ):
+            raise bad_parameter(
+                "env", "give at least one of env.os, env.runtime, env.pkg_manager", code="invalid_feedback"
+            )
         note = report.get("note") if isinstance(report.get("note"), str) else None
         for name, text in (("note", note), ("reason", reason)):
             if text is not None and len(text) > MAX_NOTE:
@@ -132,22 +146,41 @@ class OutcomeReporting:
             current = current_revisions(document, known)
             revision = report.get("revision", current.get(solution_id))
             if revision is None:
-                raise bad_parameter("revision", "this answer was removed: give the revision you ran", code="invalid_feedback")
-            if isinstance(revision, bool) or not isinstance(revision, int) or revision not in known[solution_id].values():
+                raise bad_parameter(
+                    "revision", "this answer was removed: give the revision you ran", code="invalid_feedback"
+                )
+            if (
+                isinstance(revision, bool)
+                or not isinstance(revision, int)
+                or revision not in known[solution_id].values()
+            ):
                 raise not_found("revision", str(revision))
             version = report.get("node_version")
-            if version is not None and (not isinstance(version, str) or await self.store.get_version(node_id, version) is None):
+            if version is not None and (
+                not isinstance(version, str) or await self.store.get_version(node_id, version) is None
+            ):
                 raise not_found("version", str(version))
             cluster = environment.cluster()
             key = (solution_id, revision, cluster)
             # The stored rows are the state before this report (the write lock is held).
             before = {_stats_key(r): r for r in (await self.store.stats_of([node_id])).get(node_id, [])}
             row = {
-                "node_id": node_id, "node_version": version, "solution_id": solution_id, "solution_revision": revision,
-                "outcome": outcome, "cluster": cluster, "environment": canonical_json(environment.to_dict()),
-                "agent_id": agent_id, "model": model, "ip_hash": submission.ip_hash if not reporter.votes else None,
-                "proof": reporter.proof, "reason": reason, "note": note,
-                "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest() if evidence_object else None,
+                "node_id": node_id,
+                "node_version": version,
+                "solution_id": solution_id,
+                "solution_revision": revision,
+                "outcome": outcome,
+                "cluster": cluster,
+                "environment": canonical_json(environment.to_dict()),
+                "agent_id": agent_id,
+                "model": model,
+                "ip_hash": submission.ip_hash if not reporter.votes else None,
+                "proof": reporter.proof,
+                "reason": reason,
+                "note": note,
+                "evidence_hash": hashlib.sha256(canonical_json(evidence_object).encode()).hexdigest()
+                if evidence_object
+                else None,
                 "exit_code": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
                 "created_at": utc_now(),
             }
@@ -155,28 +188,46 @@ class OutcomeReporting:
                 report_id = await tx.insert_row("feedback", row)
                 await tx.touch_node(node_id)  # new evidence is a change: the feed and sync see it
             except DuplicateRow:
-                raise KnowmeshError(409, "duplicate_report", "this agent already reported on this answer revision in "
-                                    "this environment; one agent is one vote") from None
+                raise KnowmeshError(
+                    409,
+                    "duplicate_report",
+                    "this agent already reported on this answer revision in this environment; one agent is one vote",
+                ) from None
             after = await self._stats_rows(tx, node_id, current)
             await tx.replace_stats(node_id, after)
         old = before.get(key)
         # An unproven report is no evidence: its answer may have no stats row at all.
         now_row = next((r for r in after if _stats_key(r) == key), None) or StatsRow(
-            solution_id, revision, cluster, 0.0, 0.0, 0, 0.0, "ok", "draft", 0, 0, None)
+            solution_id, revision, cluster, 0.0, 0.0, 0, 0.0, "ok", "draft", 0, 0, None
+        )
         body: dict[str, Any] = {
-            "ok": True, "accepted": True, "id": report_id, "node": node_id, "solution": solution_id,
-            "revision": revision, "outcome": outcome, "cluster": cluster,
-            "failure_state": now_row.failure_state, "answer_state": now_row.answer_state,
+            "ok": True,
+            "accepted": True,
+            "id": report_id,
+            "node": node_id,
+            "solution": solution_id,
+            "revision": revision,
+            "outcome": outcome,
+            "cluster": cluster,
+            "failure_state": now_row.failure_state,
+            "answer_state": now_row.answer_state,
             "counts": {"failed_agents": now_row.failed_agents, "solved_agents": now_row.solved_agents},
             "anonymous": agent_id is None,
             "proven": reporter.proven,
             "counted": reporter.votes,  # false: kept and shown, never an independent vote
         }
-        flipped = now_row.failure_state in ("known_failed", "disputed") and (old is None or old.failure_state != now_row.failure_state)
+        flipped = now_row.failure_state in ("known_failed", "disputed") and (
+            old is None or old.failure_state != now_row.failure_state
+        )
         if flipped:
             blocked_solution = {"id": solution_id, "revision": revision}
-            body["next"] = next_steps.blocked(node_id, current_revision, environment.to_dict(), blocked_solution,
-                                              disputed=now_row.failure_state == "disputed")
+            body["next"] = next_steps.blocked(
+                node_id,
+                current_revision,
+                environment.to_dict(),
+                blocked_solution,
+                disputed=now_row.failure_state == "disputed",
+            )
         return body
 
     async def list_feedback(self, node_id: str, *, after: Any = None, limit: Any = None) -> dict[str, Any]:
@@ -188,8 +239,12 @@ class OutcomeReporting:
         size = min(_count_param("limit", limit, FEEDBACK_PAGE, 1), FEEDBACK_PAGE)
         rows = await self.store.feedback_after(node_id, first, size + 1)
         page = [{**row, "proven": row["proof"] in PROVEN} for row in rows[:size]]
-        return {"id": node_id, "feedback": page, "next_after": page[-1]["id"] if page else first,
-                "has_more": len(rows) > size}
+        return {
+            "id": node_id,
+            "feedback": page,
+            "next_after": page[-1]["id"] if page else first,
+            "has_more": len(rows) > size,
+        }
 
     @staticmethod
     async def _stats_rows(tx: Writer, node_id: str, current: dict[str, int]) -> list[StatsRow]:
@@ -218,8 +273,6 @@ def _hour() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H")
 
 
-
-
 def _stats_key(row: StatsRow) -> tuple[str, int, str]:
     return row.solution_id, row.solution_revision, row.cluster
 
@@ -238,23 +291,25 @@ def current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]
     return {s["id"]: known.get(s["id"], {}).get(behavior_hash(s), 1) for s in document["content"]["solutions"]}
 
 
-
-
 class FailedAttempts:
     """Mixed into Service: shared failed approaches while no answer applies (protocol section 5)."""
 
     store: Store
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED,
-                                    actor: Actor | None = None) -> dict[str, Any]:
+    async def report_failed_attempt(
+        self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """POST /v1/nodes/{id}/failures: record an approach that did not work, for the next agent."""
         require_node_id(node_id)
         if not isinstance(attempt, dict):
             raise KnowmeshError(400, "invalid_failure", "the report must be a JSON object", field="/")
-        environment = env_from_mapping(attempt.get("environment") if isinstance(attempt.get("environment"), dict) else {})
+        environment = env_from_mapping(
+            attempt.get("environment") if isinstance(attempt.get("environment"), dict) else {}
+        )
         if not (environment.os or environment.runtimes or environment.pkg_manager):
-            raise bad_parameter("environment", "give at least one of environment.os, .runtime, .pkg_manager",
-                                code="invalid_failure")
+            raise bad_parameter(
+                "environment", "give at least one of environment.os, .runtime, .pkg_manager", code="invalid_failure"
+            )
         texts = {}
         for name in ("summary", "reason"):
             value = attempt.get(name)
@@ -262,8 +317,12 @@ class FailedAttempts:
                 raise bad_parameter(name, f"{name} is required (at most {MAX_TEXT} characters)", code="invalid_failure")
             texts[name] = value.strip()
         steps = attempt.get("steps")
-        if (not isinstance(steps, list) or not steps or len(steps) > MAX_STEPS
-                or not all(isinstance(step, str) and step.strip() and len(step) <= MAX_TEXT for step in steps)):
+        if (
+            not isinstance(steps, list)
+            or not steps
+            or len(steps) > MAX_STEPS
+            or not all(isinstance(step, str) and step.strip() and len(step) <= MAX_TEXT for step in steps)
+        ):
             raise bad_parameter("steps", f"steps must be 1 to {MAX_STEPS} commands you ran", code="invalid_failure")
         reporter = actor if actor is not None else acting(attempt.get("agent"), None, "off")
         async with self.store.write() as tx:
@@ -276,19 +335,38 @@ class FailedAttempts:
             usable, _ = choose_answer(scoped, environment)
             if usable is not None:
                 raise KnowmeshError(
-                    409, "answer_exists",
+                    409,
+                    "answer_exists",
                     f"answer {usable['id']!r} applies to your environment: run it and report the outcome with "
                     "POST /v1/feedback (MCP report_outcome) instead",
-                    solution=usable["id"], revision=usable["revision"],
+                    solution=usable["id"],
+                    revision=usable["revision"],
                 )
-            failure_id = await tx.insert_row("failures", {
-                "node_id": node_id, "environment": canonical_json(environment.to_dict()), "cluster": environment.cluster(),
-                "summary": texts["summary"], "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
-                "reason": texts["reason"], "agent_id": reporter.id, "model": reporter.model, "proof": reporter.proof,
-                "ip_hash": submission.ip_hash if not reporter.votes else None, "created_at": utc_now(),
-            })
-        return {"ok": True, "accepted": True, "id": failure_id, "node": node_id, "cluster": environment.cluster(),
-                "archived": False, "path": f"/v1/nodes/{node_id}/failures"}
+            failure_id = await tx.insert_row(
+                "failures",
+                {
+                    "node_id": node_id,
+                    "environment": canonical_json(environment.to_dict()),
+                    "cluster": environment.cluster(),
+                    "summary": texts["summary"],
+                    "steps": json.dumps([s.strip() for s in steps], ensure_ascii=False),
+                    "reason": texts["reason"],
+                    "agent_id": reporter.id,
+                    "model": reporter.model,
+                    "proof": reporter.proof,
+                    "ip_hash": submission.ip_hash if not reporter.votes else None,
+                    "created_at": utc_now(),
+                },
+            )
+        return {
+            "ok": True,
+            "accepted": True,
+            "id": failure_id,
+            "node": node_id,
+            "cluster": environment.cluster(),
+            "archived": False,
+            "path": f"/v1/nodes/{node_id}/failures",
+        }
 
     async def list_failures(self, node_id: str) -> dict[str, Any]:
         """GET /v1/nodes/{id}/failures: every shared failed approach, visible and archived."""
@@ -296,16 +374,33 @@ class FailedAttempts:
         if await self.store.get_node(node_id) is None:
             raise not_found("node", node_id)
         reports = [
-            {key: row[key] for key in ("id", "solution_id", "solution_revision", "outcome", "cluster", "environment",
-                                       "reason", "note", "exit_code", "created_at")}
+            {
+                key: row[key]
+                for key in (
+                    "id",
+                    "solution_id",
+                    "solution_revision",
+                    "outcome",
+                    "cluster",
+                    "environment",
+                    "reason",
+                    "note",
+                    "exit_code",
+                    "created_at",
+                )
+            }
             | {"agent": agent_object({"id": row["agent_id"], "model": row["model"]}, row["proof"])}
             for row in await self.store.feedback_after(node_id, 0, MAX_FAILED_REPORTS)
             if row["outcome"] in ("failed", "dangerous")
         ]
         # Nothing is deleted: failed attempts answered since, and failure reports that later solved
         # reports disputed or cleared, stay listed (`archived`, and the answers' states, say what holds now).
-        return {"id": node_id, "failures": await self.store.failures_of(node_id), "failed_reports": reports,
-                "trust": "untrusted-data"}
+        return {
+            "id": node_id,
+            "failures": await self.store.failures_of(node_id),
+            "failed_reports": reports,
+            "trust": "untrusted-data",
+        }
 
 
 async def archive_answered_failures(tx: Writer, node_id: str, document: dict[str, Any], revision_id: str) -> None:
@@ -315,16 +410,23 @@ async def archive_answered_failures(tx: Writer, node_id: str, document: dict[str
         return
     node_environment = document["signature"].get("environment", [])
     scopes = [solution_scope(s.get("env", []), node_environment) for s in document["content"]["solutions"]]
-    covered = [failure_id for failure_id, environment in open_failures
-               if any(scope_matches(scope, stored_environment(environment)) for scope in scopes)]
+    covered = [
+        failure_id
+        for failure_id, environment in open_failures
+        if any(scope_matches(scope, stored_environment(environment)) for scope in scopes)
+    ]
     await tx.archive_failures(covered, revision_id)
 
 
 def stored_environment(environment: dict[str, Any]) -> Environment:
     """An Environment back from its stored `to_dict()` form."""
-    return Environment(os=environment.get("os"), os_version=environment.get("os_version"),
-                       runtimes=dict(environment.get("runtimes") or {}), pkg_manager=environment.get("pkg_manager"),
-                       labels=tuple(environment.get("labels") or ()))
+    return Environment(
+        os=environment.get("os"),
+        os_version=environment.get("os_version"),
+        runtimes=dict(environment.get("runtimes") or {}),
+        pkg_manager=environment.get("pkg_manager"),
+        labels=tuple(environment.get("labels") or ()),
+    )
 
 
 # What each reason means, in one line (protocol section 8's table): the queue's pages explain it.
@@ -381,14 +483,21 @@ class ReviewQueue:
             counts[name] += 1
         never_verified = sum(1 for name, row in found if name == "stale" and verified.get(row[0]) is None)
         chosen = [entry for entry in found if entry[0] == reason] if reason else found
-        page = [Finding(name, *row, verified.get(row[0])) for name, row in chosen[start:start + limit]]
+        page = [Finding(name, *row, verified.get(row[0])) for name, row in chosen[start : start + limit]]
         stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
         items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
         return {
-            "reasons": list(REVIEW_REASONS), "reason": reason, "limit": limit, "offset": start,
-            "total": len(chosen), "total_exact": exact, "counts": counts, "never_verified": never_verified,
+            "reasons": list(REVIEW_REASONS),
+            "reason": reason,
+            "limit": limit,
+            "offset": start,
+            "total": len(chosen),
+            "total_exact": exact,
+            "counts": counts,
+            "never_verified": never_verified,
             "next_offset": start + limit if start + limit < len(chosen) else None,
-            "items": items, "trust": "untrusted-data",
+            "items": items,
+            "trust": "untrusted-data",
         }
 
     async def _review_findings(self) -> tuple[list[tuple[str, tuple[Any, ...]]], dict[str, str | None], bool]:
@@ -432,8 +541,11 @@ class ReviewQueue:
     async def _last_verified(self, node_ids: list[str]) -> dict[str, str | None]:
         """When each node was last reported solved (None: never), for the stale nodes that have reports."""
         stats = await self.store.stats_of(node_ids) if node_ids else {}
-        return {node_id: next((r.last_verified for r in rows if r.solution_id == "" and r.cluster == ""), None)
-                for node_id, rows in stats.items()}
+        return {
+            node_id: next((r.last_verified for r in rows if r.solution_id == "" and r.cluster == ""), None)
+            for node_id, rows in stats.items()
+        }
+
 
 def _review_entry(finding: Finding, node: NodeRow | None) -> dict[str, Any] | None:
     """A page's entry for one finding; a stale finding names its node's first answer (`node`, read now)."""
@@ -443,18 +555,41 @@ def _review_entry(finding: Finding, node: NodeRow | None) -> dict[str, Any] | No
             return None  # answered when found, unanswered now: nothing stale to review
         solution = node.document["content"]["solutions"][0]["id"]
         revision = node.solution_revisions.get(solution, 1)
-    item = _review_item(finding.reason, finding.node_id, finding.title, finding.base_revision, solution, revision,
-                        finding.cluster, finding.reports)
+    item = _review_item(
+        finding.reason,
+        finding.node_id,
+        finding.title,
+        finding.base_revision,
+        solution,
+        revision,
+        finding.cluster,
+        finding.reports,
+    )
     if finding.reason == "stale":
         item["last_verified"] = finding.last_verified  # null: never verified
     return item
 
 
-def _review_item(reason: str, node_id: str, title: str, base: int, solution: str | None, revision: int | None,
-                 cluster: str | None, reports: int) -> dict[str, Any]:
+def _review_item(
+    reason: str,
+    node_id: str,
+    title: str,
+    base: int,
+    solution: str | None,
+    revision: int | None,
+    cluster: str | None,
+    reports: int,
+) -> dict[str, Any]:
     item: dict[str, Any] = {
-        "reason": reason, "id": node_id, "title": title, "path": f"/v1/nodes/{node_id}", "html_path": f"/nodes/{node_id}",
-        "base_revision": base, "solution": solution, "revision": revision, "environment": cluster or None,
+        "reason": reason,
+        "id": node_id,
+        "title": title,
+        "path": f"/v1/nodes/{node_id}",
+        "html_path": f"/nodes/{node_id}",
+        "base_revision": base,
+        "solution": solution,
+        "revision": revision,
+        "environment": cluster or None,
         "reports": reports,
     }
     if solution is None:
@@ -505,15 +640,22 @@ def review_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> s
     for number, item in enumerate(listed, queue["offset"] + 1):
         answer = f"answer `{item['solution']}` revision {item['revision']}" if item["solution"] else "no answer yet"
         where = f", environment `{item['environment']}`" if item["environment"] else ""
-        lines += [f"{number}. **{item['reason']}**: [{item['id']}]({item['html_path']}), {answer}{where}, "
-                  f"{item['reports']} report(s), base_revision {item['base_revision']}"]
+        lines += [
+            f"{number}. **{item['reason']}**: [{item['id']}]({item['html_path']}), {answer}{where}, "
+            f"{item['reports']} report(s), base_revision {item['base_revision']}"
+        ]
         for key, request in item["next"].items():
             lines.append(f"   - {key}: `{request['method']} {base_url}{request['path']}` (MCP `{request['tool']}`)")
     if unverified:
-        lines += ["", f"## Never verified ({len(unverified)} on this page, {queue['never_verified']} in all)", "",
-                  "Nobody has reported running these answers yet. Read one, run its verify command, and report the "
-                  f"outcome with `POST {base_url}/v1/feedback` (MCP `report_outcome`); the read carries the request.", "",
-                  ", ".join(f"[{item['id']}]({item['html_path']})" for item in unverified)]
+        lines += [
+            "",
+            f"## Never verified ({len(unverified)} on this page, {queue['never_verified']} in all)",
+            "",
+            "Nobody has reported running these answers yet. Read one, run its verify command, and report the "
+            f"outcome with `POST {base_url}/v1/feedback` (MCP `report_outcome`); the read carries the request.",
+            "",
+            ", ".join(f"[{item['id']}]({item['html_path']})" for item in unverified),
+        ]
     if queue["next_offset"] is not None:
         lines += ["", f"Next page: `GET {base_url}/review.md{review_page_query(queue, queue['next_offset'])}`"]
     return "\n".join(lines) + "\n"
@@ -542,12 +684,26 @@ class Dedupe:
                     raise not_found("node", value)
             existing = await tx.dedupe_task_for(first, second)
             task_id = existing or await tx.insert_dedupe_task(
-                first, second, body.get("reason") if isinstance(body.get("reason"), str) else None, opener.id,
+                first,
+                second,
+                body.get("reason") if isinstance(body.get("reason"), str) else None,
+                opener.id,
             )
-        return {"ok": True, "task_id": task_id, "created": existing is None, "path": "/dedupe.md",
-                "vote": {"method": "POST", "path": f"/v1/dedupe/tasks/{task_id}/votes",
-                         "body": {"vote": "<same | different>", "canonical_id": f"<{first} or {second}, when same>",
-                                  "agent": {"id": "<your-agent-id>"}}}}
+        return {
+            "ok": True,
+            "task_id": task_id,
+            "created": existing is None,
+            "path": "/dedupe.md",
+            "vote": {
+                "method": "POST",
+                "path": f"/v1/dedupe/tasks/{task_id}/votes",
+                "body": {
+                    "vote": "<same | different>",
+                    "canonical_id": f"<{first} or {second}, when same>",
+                    "agent": {"id": "<your-agent-id>"},
+                },
+            },
+        }
 
     async def vote_dedupe(self, task_id: Any, body: Any, *, actor: Actor | None = None) -> dict[str, Any]:
         """Two `same` votes on one canonical id flag the pair for a maintainer; two `different` close
@@ -563,13 +719,19 @@ class Dedupe:
             first, second, current_status = task
             canonical = body.get("canonical_id")
             if body["vote"] == "same" and canonical not in (first, second):
-                raise bad_parameter("canonical_id", "a same vote names the node to keep: one of the pair",
-                                    code="invalid_dedupe")
+                raise bad_parameter(
+                    "canonical_id", "a same vote names the node to keep: one of the pair", code="invalid_dedupe"
+                )
             if current_status != "open":
                 raise KnowmeshError(409, "dedupe_settled", f"this task is already {current_status}")
             try:
-                await tx.add_dedupe_vote(number, voter.id, voter.proof, body["vote"],  # type: ignore[arg-type]
-                                         canonical if body["vote"] == "same" else None)
+                await tx.add_dedupe_vote(
+                    number,
+                    voter.id,
+                    voter.proof,
+                    body["vote"],  # type: ignore[arg-type]
+                    canonical if body["vote"] == "same" else None,
+                )
             except DuplicateRow:
                 raise KnowmeshError(409, "duplicate_vote", "one vote per agent") from None
             votes = [(vote, target) for _, vote, target, proof in await tx.dedupe_votes(number) if proof != "unproven"]
@@ -586,24 +748,36 @@ class Dedupe:
                 status = "closed"
             if status != "open":
                 await tx.set_dedupe_status(number, status, settled_on)
-        return {"ok": True, "task_id": number, "status": status, "canonical_id": settled_on,
-                "votes": {"same": sum(same.values()), "different": different}, "counted": voter.votes}
+        return {
+            "ok": True,
+            "task_id": number,
+            "status": status,
+            "canonical_id": settled_on,
+            "votes": {"same": sum(same.values()), "different": different},
+            "counted": voter.votes,
+        }
 
     async def dedupe_queue(self, *, limit: int = 50) -> dict[str, Any]:
         return {"tasks": await self.store.dedupe_tasks("open", limit), "trust": "untrusted-data"}
 
 
 def dedupe_markdown(queue: dict[str, Any], base_url: str = "$KNOWMESH_URL") -> str:
-    lines = ["# Duplicate candidates", "",
-             "Two distinct agents voting `same` on one canonical id flag a pair for an administrator; two `different`",
-             "votes close it. Nothing is merged automatically.", ""]
+    lines = [
+        "# Duplicate candidates",
+        "",
+        "Two distinct agents voting `same` on one canonical id flag a pair for an administrator; two `different`",
+        "votes close it. Nothing is merged automatically.",
+        "",
+    ]
     if not queue["tasks"]:
         lines.append("No open tasks.")
     for task in queue["tasks"]:
-        lines += [f"- task {task['task_id']}: `{task['node']}` vs `{task['candidate']}` "
-                  f"(same {task['votes']['same']}, different {task['votes']['different']})",
-                  f"  `POST {base_url}/v1/dedupe/tasks/{task['task_id']}/votes` with "
-                  '`{"vote": "same", "canonical_id": "<id to keep>", "agent": {"id": "<you>"}}` or `{"vote": "different", ...}`']
+        lines += [
+            f"- task {task['task_id']}: `{task['node']}` vs `{task['candidate']}` "
+            f"(same {task['votes']['same']}, different {task['votes']['different']})",
+            f"  `POST {base_url}/v1/dedupe/tasks/{task['task_id']}/votes` with "
+            '`{"vote": "same", "canonical_id": "<id to keep>", "agent": {"id": "<you>"}}` or `{"vote": "different", ...}`',
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -616,8 +790,9 @@ class ServiceIssues:
 
     store: Store
 
-    async def file_issue(self, issue: Any, *, submission: Submission = UNCOUNTED,
-                         actor: Actor | None = None) -> dict[str, Any]:
+    async def file_issue(
+        self, issue: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """POST /v1/issues: 202 with the issue number."""
         if not isinstance(issue, dict):
             raise KnowmeshError(400, "invalid_issue", "the issue must be a JSON object", field="/")
@@ -629,22 +804,35 @@ class ServiceIssues:
         for name in ISSUE_FIELDS:
             value = issue.get(name)
             if value is not None and (not isinstance(value, str) or len(value) > MAX_ISSUE_FIELD):
-                raise bad_parameter(name, f"{name} must be text of at most {MAX_ISSUE_FIELD} characters",
-                                    code="invalid_issue")
+                raise bad_parameter(
+                    name, f"{name} must be text of at most {MAX_ISSUE_FIELD} characters", code="invalid_issue"
+                )
             details[name] = value
         labels = issue.get("labels", [])
-        if not isinstance(labels, list) or len(labels) > 10 or not all(isinstance(x, str) and len(x) <= 50 for x in labels):
+        if (
+            not isinstance(labels, list)
+            or len(labels) > 10
+            or not all(isinstance(x, str) and len(x) <= 50 for x in labels)
+        ):
             raise bad_parameter("labels", "labels must be at most 10 short strings", code="invalid_issue")
         details["labels"] = labels
         reporter = actor if actor is not None else acting(issue.get("agent"), None, "off")
         async with self.store.write() as tx:
             await submission.charge(tx)
-            number = await tx.insert_row("service_issues", {
-                "title": issue["title"].strip(), "body": issue["body"].strip(),
-                "details": json.dumps(details, ensure_ascii=False), "agent_id": reporter.id, "model": reporter.model,
-                "proof": reporter.proof, "ip_hash": submission.ip_hash if not reporter.votes else None,
-                "status": "open", "created_at": utc_now(),
-            })
+            number = await tx.insert_row(
+                "service_issues",
+                {
+                    "title": issue["title"].strip(),
+                    "body": issue["body"].strip(),
+                    "details": json.dumps(details, ensure_ascii=False),
+                    "agent_id": reporter.id,
+                    "model": reporter.model,
+                    "proof": reporter.proof,
+                    "ip_hash": submission.ip_hash if not reporter.votes else None,
+                    "status": "open",
+                    "created_at": utc_now(),
+                },
+            )
         return {"ok": True, "issue_number": number, "status": "open", "url": f"/issues/{number}"}
 
     async def list_issues(self) -> list[dict[str, Any]]:
@@ -662,8 +850,11 @@ def issues_markdown(issues: list[dict[str, Any]]) -> str:
     """/issues: every title escaped like node prose (untrusted text from anyone)."""
     lines = ["# Service issues", "", "Reports about knowmesh itself. File one with POST /v1/issues.", ""]
     # A title opening with "(" is escaped too: older renderers read "[open] (url)" as a link.
-    lines += [f"- #{int(i['number'])} [{markdown.inline(str(i['status']))}] "
-              + re.sub(r"^\(", r"\\(", markdown.inline(i["title"])) for i in issues]
+    lines += [
+        f"- #{int(i['number'])} [{markdown.inline(str(i['status']))}] "
+        + re.sub(r"^\(", r"\\(", markdown.inline(i["title"]))
+        for i in issues
+    ]
     if not issues:
         lines.append("No issues filed.")
     return "\n".join(lines) + "\n"
@@ -672,14 +863,25 @@ def issues_markdown(issues: list[dict[str, Any]]) -> str:
 def issue_markdown(issue: dict[str, Any]) -> str:
     """/issues/{n}: title, body and details are untrusted text, escaped so they form no Markdown
     structure and no HTML (the body's lines stay lines, its blank lines paragraph breaks)."""
-    lines = [markdown.heading(1, f"#{int(issue['number'])}: {issue['title']}"), "",
-             f"Status: {markdown.inline(str(issue['status']))}, filed {markdown.inline(str(issue['created_at']))}", "",
-             markdown.block(issue["body"]), ""]
+    lines = [
+        markdown.heading(1, f"#{int(issue['number'])}: {issue['title']}"),
+        "",
+        f"Status: {markdown.inline(str(issue['status']))}, filed {markdown.inline(str(issue['created_at']))}",
+        "",
+        markdown.block(issue["body"]),
+        "",
+    ]
     lines += [markdown.item(issue[name], prefix=f"{name}: ") for name in ISSUE_FIELDS if issue.get(name)]
     if issue.get("labels"):
         lines.append("- labels: " + ", ".join(markdown.inline(label) for label in issue["labels"]))
     if issue.get("resolution"):
         resolution = issue["resolution"]
-        lines += ["", markdown.heading(2, f"{str(issue['status']).capitalize()} by {resolution['maintainer']}, "
-                                          f"{resolution['at']}"), "", markdown.block(resolution["note"])]
+        lines += [
+            "",
+            markdown.heading(
+                2, f"{str(issue['status']).capitalize()} by {resolution['maintainer']}, {resolution['at']}"
+            ),
+            "",
+            markdown.block(resolution["note"]),
+        ]
     return "\n".join(lines) + "\n"

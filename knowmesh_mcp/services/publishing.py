@@ -17,8 +17,8 @@ from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.core.identity import Actor, acting
 from knowmesh_mcp.core.limits import MAX_CONFLICTS
 from knowmesh_mcp.core.model import InvalidNode, NodeDocument, check_node_id, validate_node
-from knowmesh_mcp.core.placeholders import placeholder_problems
 from knowmesh_mcp.core.normalize import quoted_values, signature_hash
+from knowmesh_mcp.core.placeholders import placeholder_problems
 from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.store import NewNode, SearchRow
 
@@ -29,10 +29,12 @@ def invalid_node_error(error: InvalidNode) -> KnowmeshError:
     problems = [p.model_dump() for p in error.problems]
     first = problems[0]
     return KnowmeshError(
-        400, "invalid_node", f"{first['field']}: {first['message']}" + (
-            f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        ),
-        field=first["field"], problems=problems,
+        400,
+        "invalid_node",
+        f"{first['field']}: {first['message']}"
+        + (f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""),
+        field=first["field"],
+        problems=problems,
     )
 
 
@@ -58,10 +60,12 @@ def check_overlaps(document: NodeDocument) -> None:
     for i, (first_id, first) in enumerate(scoped):
         for second_id, second in scoped[i + 1 :]:
             if scopes_overlap(first, second):
-                conflicts.append({
-                    "solutions": [first_id, second_id],
-                    "scopes": [describe_scope(first), describe_scope(second)],
-                })
+                conflicts.append(
+                    {
+                        "solutions": [first_id, second_id],
+                        "scopes": [describe_scope(first), describe_scope(second)],
+                    }
+                )
                 if len(conflicts) == MAX_CONFLICTS:
                     break
         if len(conflicts) == MAX_CONFLICTS:
@@ -69,7 +73,8 @@ def check_overlaps(document: NodeDocument) -> None:
     if conflicts:
         pair = conflicts[0]["solutions"]
         raise KnowmeshError(
-            409, "overlapping_answer",
+            409,
+            "overlapping_answer",
             f"solutions {pair[0]!r} and {pair[1]!r} could both apply on one machine; one answer per "
             "environment: merge them, or give them disjoint OS families or runtime version ranges",
             conflicting_answers=conflicts,
@@ -81,14 +86,17 @@ def author_of(agent: Any, actor: Actor | None) -> Actor:
     personal mesh). It needs an id: the author of record and, later, the voter."""
     author = actor if actor is not None else acting(agent, None, "off")
     if author.id is None:
-        raise bad_parameter("agent", "agent.id is required: a stable id for you, e.g. {\"id\": \"agent-a1\"}",
-                            code="missing_agent")
+        raise bad_parameter(
+            "agent", 'agent.id is required: a stable id for you, e.g. {"id": "agent-a1"}', code="missing_agent"
+        )
     return author
 
 
 def check_summary(summary: Any) -> str:
     if not isinstance(summary, str) or not summary.strip():
-        raise bad_parameter("summary", "summary is required: one line saying what the edit changes", code="missing_summary")
+        raise bad_parameter(
+            "summary", "summary is required: one line saying what the edit changes", code="missing_summary"
+        )
     if len(summary) > MAX_SUMMARY:
         raise bad_parameter("summary", f"summary must be at most {MAX_SUMMARY} characters")
     return summary.strip()
@@ -102,8 +110,12 @@ def prepare(raw: Any) -> Prepared:
     try:
         document = validate_node(raw)
     except InvalidNode as error:
-        unwalkable = any(p.rule in {"type", "json_bound", "max_size"} for p in error.problems)  # too deep or big to walk
-        raise invalid_node_error(InvalidNode(error.problems + ([] if unwalkable else placeholder_problems(raw)))) from None
+        unwalkable = any(
+            p.rule in {"type", "json_bound", "max_size"} for p in error.problems
+        )  # too deep or big to walk
+        raise invalid_node_error(
+            InvalidNode(error.problems + ([] if unwalkable else placeholder_problems(raw)))
+        ) from None
     problems = placeholder_problems(raw)
     if problems:
         raise invalid_node_error(InvalidNode(problems))

@@ -22,7 +22,6 @@ from knowmesh_mcp.core.environment import (
     solution_scope,
 )
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
-from knowmesh_mcp.core.limits import MIN_BUDGET
 from knowmesh_mcp.core.evidence import Evidence, best_answer_state, stats_view
 from knowmesh_mcp.core.markdown import render_article
 
@@ -44,7 +43,9 @@ INCLUDES = ("alternatives", "archived_failures")
 LIST_FIELDS = ("title", "ecosystem", "status", "has_answer", "updated_at", "signature", "path", "html_path")
 
 
-def parse_list(value: str | list[str] | None, *, name: str, allowed: tuple[str, ...] | dict[str, Any]) -> list[str] | None:
+def parse_list(
+    value: str | list[str] | None, *, name: str, allowed: tuple[str, ...] | dict[str, Any]
+) -> list[str] | None:
     """A comma-separated parameter checked against its allowed values; None when absent."""
     if value is None:
         return None
@@ -74,7 +75,10 @@ class ReadRequest:
 
 
 def scoped_solutions(
-    document: dict[str, Any], revisions: dict[str, int], evidence: Evidence | None = None, env: Environment | None = None
+    document: dict[str, Any],
+    revisions: dict[str, int],
+    evidence: Evidence | None = None,
+    env: Environment | None = None,
 ) -> list[tuple[dict[str, Any], Scope]]:
     """Each solution as served (with its revision and evidence state) beside its answer scope."""
     node_environment = document["signature"].get("environment", [])
@@ -83,27 +87,42 @@ def scoped_solutions(
     scoped = []
     for solution in document["content"]["solutions"]:
         revision = revisions.get(solution["id"], 1)
-        served = {**solution, "revision": revision,
-                  "answer_state": evidence.solution_state(solution["id"], revision, cluster)}
+        served = {
+            **solution,
+            "revision": revision,
+            "answer_state": evidence.solution_state(solution["id"], revision, cluster),
+        }
         row = evidence.stats(solution["id"], revision, cluster)
         if row is not None:
-            served["evidence"] = {"failure_state": row.failure_state, "solved_agents": row.solved_agents,
-                                  "failed_agents": row.failed_agents, "cluster": row.cluster or "all"}
+            served["evidence"] = {
+                "failure_state": row.failure_state,
+                "solved_agents": row.solved_agents,
+                "failed_agents": row.failed_agents,
+                "cluster": row.cluster or "all",
+            }
         scoped.append((served, solution_scope(solution.get("env", []), node_environment)))
     return scoped
 
 
 def known_failed(solution: dict[str, Any], env: Environment | None) -> bool:
     """Known-failed in the reader's own cluster: then its steps are not served for that machine."""
-    return env is not None and solution.get("evidence", {}).get("cluster") == env.cluster() \
+    return (
+        env is not None
+        and solution.get("evidence", {}).get("cluster") == env.cluster()
         and solution["evidence"]["failure_state"] == "known_failed"
+    )
 
 
 def failed_entry(solution: dict[str, Any]) -> dict[str, Any]:
     evidence = solution["evidence"]
-    return {"solution": solution["id"], "revision": solution["revision"], "environment": evidence["cluster"],
-            "state": evidence["failure_state"], "failed_agents": evidence["failed_agents"],
-            "solved_agents": evidence["solved_agents"]}
+    return {
+        "solution": solution["id"],
+        "revision": solution["revision"],
+        "environment": evidence["cluster"],
+        "state": evidence["failure_state"],
+        "failed_agents": evidence["failed_agents"],
+        "solved_agents": evidence["solved_agents"],
+    }
 
 
 def choose_answer(
@@ -127,7 +146,9 @@ def best_for_env(solutions: list[tuple[dict[str, Any], Scope]], env: Environment
     return best[1] if best else None
 
 
-def environment_match(document: dict[str, Any], solutions: list[tuple[dict[str, Any], Scope]], env: Environment) -> float | None:
+def environment_match(
+    document: dict[str, Any], solutions: list[tuple[dict[str, Any], Scope]], env: Environment
+) -> float | None:
     """Share (0..1) of the node's comparable environment constraints that `env` satisfies.
 
     Comparable: the node's OS families (from its signature environment, or every answer's
@@ -167,8 +188,11 @@ def _select_solutions(
         chosen = [s for s, _ in solutions if s["id"] == request.solution]
         if not chosen:
             raise KnowmeshError(
-                404, "solution_not_found", f"node {document['id']!r} has no solution {request.solution!r}",
-                field="solution", solutions=[s["id"] for s, _ in solutions],
+                404,
+                "solution_not_found",
+                f"node {document['id']!r} has no solution {request.solution!r}",
+                field="solution",
+                solutions=[s["id"] for s, _ in solutions],
             )
         return chosen, []
     if request.env is None:
@@ -177,12 +201,18 @@ def _select_solutions(
     return ([chosen] if chosen else []), blocked
 
 
-def editable_document(document: dict[str, Any], *, status: str, version: str,
-                      solution_revisions: dict[str, int]) -> dict[str, Any]:
+def editable_document(
+    document: dict[str, Any], *, status: str, version: str, solution_revisions: dict[str, int]
+) -> dict[str, Any]:
     """The node document as an edit takes it (revise_article's `article`): the stored document,
     its status and version, each solution with its revision."""
     solutions = [{**s, "revision": solution_revisions.get(s["id"], 1)} for s in document["content"]["solutions"]]
-    return {**document, "status": status, "version": version, "content": {**document["content"], "solutions": solutions}}
+    return {
+        **document,
+        "status": status,
+        "version": version,
+        "content": {**document["content"], "solutions": solutions},
+    }
 
 
 def article_view(
@@ -242,7 +272,9 @@ def article_view(
         "html_path": f"/nodes/{node_id}",
         "trust": "untrusted-data",
         "has_answer": has_answer,
-        "answer_state": best_answer_state([s["answer_state"] for s in solutions] or [b["answer_state"] for b in blocked]),
+        "answer_state": best_answer_state(
+            [s["answer_state"] for s in solutions] or [b["answer_state"] for b in blocked]
+        ),
         "no_known_working_solution": has_answer and not usable and request.solution is None,
         "failed_solutions": [failed_entry(b) for b in blocked],
         "env": request.env.to_dict() if request.env else None,
@@ -250,7 +282,9 @@ def article_view(
         "content": view_content,
     }
     if request.fields and "article" in request.fields:
-        body["article"] = editable_document(document, status=status, version=version, solution_revisions=solution_revisions)
+        body["article"] = editable_document(
+            document, status=status, version=version, solution_revisions=solution_revisions
+        )
     shared = _failures_view(failures or [], request, usable)
     if shared is not None:
         body["failures"] = shared
@@ -259,8 +293,11 @@ def article_view(
         body["stats"] = stats_view(evidence.stats("", 0, cluster), now)
     if not usable and request.solution is None:
         env_view = request.env.to_dict() if request.env else None
-        body["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
-                        else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
+        body["next"] = (
+            next_steps.blocked(node_id, revision, env_view, blocked[0])
+            if blocked
+            else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer)
+        )
     return body
 
 
@@ -277,8 +314,9 @@ def _failures_view(failures: list[dict[str, Any]], request: ReadRequest, usable:
     return listed
 
 
-def list_entry(row_document: dict[str, Any], *, status: str, has_answer: bool, updated_at: str,
-               fields: list[str] | None) -> dict[str, Any]:
+def list_entry(
+    row_document: dict[str, Any], *, status: str, has_answer: bool, updated_at: str, fields: list[str] | None
+) -> dict[str, Any]:
     node_id = row_document["id"]
     full = {
         "title": row_document["title"],
@@ -363,8 +401,9 @@ def _identity_only(body: dict[str, Any], needed: int, what: str) -> dict[str, An
 RESULT_CUTS: tuple[str, ...] = ("next", "symptom", "signature", "failed_solutions")
 # What identifies a node: never shortened, and all that is left of a read that cannot fit.
 IDENTITY_FIELDS: tuple[str, ...] = ("id", "version", "revision", "has_answer", "path", "trust")
-IDENTIFIER_KEYS = frozenset({"id", "version", "path", "html_path", "revision_id", "node", "tool", "method",
-                             "current_version", "trust", "match"})
+IDENTIFIER_KEYS = frozenset(
+    {"id", "version", "path", "html_path", "revision_id", "node", "tool", "method", "current_version", "trust", "match"}
+)
 
 
 def fit_search_to_budget(envelope: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -439,7 +478,9 @@ def _shorten_until_it_fits(body: dict[str, Any], max_bytes: int, cut: list[str])
         if _size(body) <= max_bytes:
             return True
         _shorten_strings(body, limit)
-        cut[:] = [c for c in cut if not c.startswith("long text shortened")] + [f"long text shortened to {limit} characters"]
+        cut[:] = [c for c in cut if not c.startswith("long text shortened")] + [
+            f"long text shortened to {limit} characters"
+        ]
     return _size(body) <= max_bytes
 
 
@@ -497,13 +538,18 @@ def search_result(
         "score": 0.0,  # set by the caller once the order is final
         "env_match": env_match,
         "env_score": env_score,
-        "signature": {"error": row_document["signature"]["error"], "template": row_document["signature"].get("template")},
+        "signature": {
+            "error": row_document["signature"]["error"],
+            "template": row_document["signature"].get("template"),
+        },
         "symptom": row_document["content"]["symptom"],
         "solution": solution,
         "has_answer": has_answer,
         "no_known_working_solution": has_answer and solution is None,
         "failed_solutions": [failed_entry(b) for b in blocked],
-        "answer_state": solution["answer_state"] if solution else best_answer_state([b["answer_state"] for b in blocked]),
+        "answer_state": solution["answer_state"]
+        if solution
+        else best_answer_state([b["answer_state"] for b in blocked]),
         "sample_size": stats["sample_size"],
         "low_confidence": stats["low_confidence"],
         "last_verified": stats["last_verified"],
@@ -513,8 +559,11 @@ def search_result(
     }
     if solution is None:
         env_view = env.to_dict() if env else None
-        result["next"] = (next_steps.blocked(node_id, revision, env_view, blocked[0]) if blocked
-                          else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer))
+        result["next"] = (
+            next_steps.blocked(node_id, revision, env_view, blocked[0])
+            if blocked
+            else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer)
+        )
     return result
 
 

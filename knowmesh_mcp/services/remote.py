@@ -99,8 +99,10 @@ class ByteBudget:
     def charge(self, size: int) -> None:
         self.spent += size
         if self.spent > self.limit:
-            raise remote_error(f"the answers for {self.what} add up to more than {mebibytes(self.limit)}: "
-                               "refused, so that a remote cannot fill this process's memory")
+            raise remote_error(
+                f"the answers for {self.what} add up to more than {mebibytes(self.limit)}: "
+                "refused, so that a remote cannot fill this process's memory"
+            )
 
 
 def parse_json(content: bytes, where: str) -> Any:
@@ -141,8 +143,9 @@ def error_from_response(answer: Answer, where: str) -> KnowmeshError:
     if isinstance(error, dict) and isinstance(error.get("code"), str):
         details = {k: v for k, v in error.items() if k not in {"code", "message"}}
         top_level = {k: v for k, v in body.items() if k != "error"}
-        return KnowmeshError(answer.status_code, error["code"], str(error.get("message", "")),
-                             top_level=top_level, **details)
+        return KnowmeshError(
+            answer.status_code, error["code"], str(error.get("message", "")), top_level=top_level, **details
+        )
     return remote_error(f"{where} answered {answer.status_code} without a knowmesh error body")
 
 
@@ -160,8 +163,16 @@ class RemoteMesh:
     whole answer (RESPONSE_DEADLINE_SECONDS), `byte_limit` its size (RESPONSE_BYTE_LIMIT).
     """
 
-    def __init__(self, base_url: str, *, timeout: float | None = None, client: httpx2.AsyncClient | None = None,
-                 token: str | None = None, deadline: float | None = None, byte_limit: int | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float | None = None,
+        client: httpx2.AsyncClient | None = None,
+        token: str | None = None,
+        deadline: float | None = None,
+        byte_limit: int | None = None,
+    ):
         self.base_url = public_url(base_url)
         self.timeout = remote_timeout() if timeout is None else timeout
         self.deadline = max(RESPONSE_DEADLINE_SECONDS, self.timeout) if deadline is None else deadline
@@ -170,15 +181,23 @@ class RemoteMesh:
         headers = {"user-agent": "knowmesh-mcp (remote)"}
         if self.token:
             headers["authorization"] = f"Bearer {self.token}"
-        self._client = client or httpx2.AsyncClient(base_url=self.base_url, timeout=self.timeout, headers=headers,
-                                                    auth=url_credentials(base_url))
+        self._client = client or httpx2.AsyncClient(
+            base_url=self.base_url, timeout=self.timeout, headers=headers, auth=url_credentials(base_url)
+        )
 
     async def close(self) -> None:
         await self._client.aclose()
 
-    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                      json: Any = None, headers: dict[str, str] | None = None,
-                      budget: ByteBudget | None = None) -> Answer:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        budget: ByteBudget | None = None,
+    ) -> Answer:
         """One call, its answer read whole within `deadline` and `byte_limit` (and `budget`, shared
         with other answers); raises the remote's error, or remote_unavailable / remote_timeout / remote_error."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
@@ -191,11 +210,13 @@ class RemoteMesh:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            raise KnowmeshError(504, "remote_timeout",
-                                f"{where} did not finish answering within {self.deadline:g} s") from None
+            raise KnowmeshError(
+                504, "remote_timeout", f"{where} did not finish answering within {self.deadline:g} s"
+            ) from None
         except httpx2.TimeoutException:
-            raise KnowmeshError(504, "remote_timeout",
-                                f"{self.base_url} did not answer within {self.timeout:g} s") from None
+            raise KnowmeshError(
+                504, "remote_timeout", f"{self.base_url} did not answer within {self.timeout:g} s"
+            ) from None
         except httpx2.DecodingError:
             raise remote_error(f"{where} answered a body that does not decode as its content-encoding says") from None
         except httpx2.HTTPError as error:
@@ -222,8 +243,10 @@ class RemoteMesh:
         return b"".join(chunks)
 
     def _too_large(self, where: str) -> KnowmeshError:
-        return remote_error(f"{where} answered more than {mebibytes(self.byte_limit)}: refused, so that a remote "
-                            "cannot fill this process's memory")
+        return remote_error(
+            f"{where} answered more than {mebibytes(self.byte_limit)}: refused, so that a remote "
+            "cannot fill this process's memory"
+        )
 
     async def call(self, method: str, path: str, *, budget: ByteBudget | None = None, **kwargs: Any) -> dict[str, Any]:
         answer = await self.request(method, path, budget=budget, **kwargs)
@@ -249,20 +272,35 @@ class RemoteMesh:
     @staticmethod
     def agent_field(agent: Any, actor: Actor | None) -> Any:
         """The `agent` a write sends: as the call gave it, with the local actor's id when it named none."""
-        if actor is None or actor.id is None or (isinstance(agent, dict) and agent.get("id")) \
-                or (agent is not None and not isinstance(agent, dict)):
+        if (
+            actor is None
+            or actor.id is None
+            or (isinstance(agent, dict) and agent.get("id"))
+            or (agent is not None and not isinstance(agent, dict))
+        ):
             return agent
         return {**(agent or {}), "id": actor.id}
 
-    async def search(self, q: str | None, *, env: str | None = None, ecosystem: str | None = None,
-                     limit: int | None = None) -> dict[str, Any]:
+    async def search(
+        self, q: str | None, *, env: str | None = None, ecosystem: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
         # POST: pasted output of up to 1 MiB does not fit a URL.
-        body = {key: value for key, value in {"q": q, "env": env, "ecosystem": ecosystem, "limit": limit}.items()
-                if value is not None}
+        body = {
+            key: value
+            for key, value in {"q": q, "env": env, "ecosystem": ecosystem, "limit": limit}.items()
+            if value is not None
+        }
         return await self.call("POST", "/v1/search", json=body)
 
-    async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
-                        fields: str | None = None, include: str | None = None) -> dict[str, Any]:
+    async def read_view(
+        self,
+        node_id: str,
+        *,
+        env: str | None = None,
+        solution: str | None = None,
+        fields: str | None = None,
+        include: str | None = None,
+    ) -> dict[str, Any]:
         params = {"env": env, "solution": solution, "fields": fields, "include": include}
 
         async def read(wanted: str) -> dict[str, Any]:
@@ -276,13 +314,22 @@ class RemoteMesh:
 
         return await following_merge(read, node_id)
 
-    async def article_history(self, node_id: str, *, from_revision: Any = None, to_revision: Any = None,
-                              after: Any = None, include: Any = None, budget: ByteBudget | None = None) -> dict[str, Any]:
+    async def article_history(
+        self,
+        node_id: str,
+        *,
+        from_revision: Any = None,
+        to_revision: Any = None,
+        after: Any = None,
+        include: Any = None,
+        budget: ByteBudget | None = None,
+    ) -> dict[str, Any]:
         params = {"from_revision": from_revision, "to_revision": to_revision, "after": after, "include": include}
         return await self.call("GET", node_path(node_id) + "/article/revisions", params=params, budget=budget)
 
-    async def changes(self, *, since: str | None = None, limit: int | None = None,
-                      budget: ByteBudget | None = None) -> dict[str, Any]:
+    async def changes(
+        self, *, since: str | None = None, limit: int | None = None, budget: ByteBudget | None = None
+    ) -> dict[str, Any]:
         return await self.call("GET", "/v1/changes", params={"since": since, "limit": limit}, budget=budget)
 
     async def list_feedback(self, node_id: str, *, after: int = 0, budget: ByteBudget | None = None) -> dict[str, Any]:
@@ -291,24 +338,38 @@ class RemoteMesh:
     async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset, "reason": reason})
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None,
-                          submission: Submission = UNCOUNTED) -> dict[str, Any]:
+    async def create_node(
+        self,
+        raw: Any,
+        *,
+        agent: dict[str, Any] | None = None,
+        actor: Actor | None = None,
+        submission: Submission = UNCOUNTED,
+    ) -> dict[str, Any]:
         agent = self.agent_field(agent, actor)
         body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
         return await self.call("POST", "/v1/nodes", json=body)
 
-    async def patch_article(self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any,
-                            actor: Actor | None = None) -> dict[str, Any]:
+    async def patch_article(
+        self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
         body = {"base_revision": base_revision, "ops": ops, "agent": self.agent_field(agent, actor), "summary": summary}
         return await self.call("PATCH", node_path(node_id) + "/article", json=body)
 
-    async def revise_article(self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any,
-                             actor: Actor | None = None) -> dict[str, Any]:
-        body = {"base_revision": base_revision, "article": article, "agent": self.agent_field(agent, actor), "summary": summary}
+    async def revise_article(
+        self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
+        body = {
+            "base_revision": base_revision,
+            "article": article,
+            "agent": self.agent_field(agent, actor),
+            "summary": summary,
+        }
         return await self.call("POST", node_path(node_id) + "/article/revisions", json=body)
 
-    async def undo_edit(self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any,
-                        actor: Actor | None = None) -> dict[str, Any]:
+    async def undo_edit(
+        self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """The undo token rides as the bearer (the spec's form), or in the body when the bearer is our agent token."""
         if not isinstance(revision_id, str) or not revision_id.strip():
             raise KnowmeshError(400, "invalid_parameter", "revision_id is required", field="revision_id")
@@ -318,30 +379,41 @@ class RemoteMesh:
             body["undo_token"] = undo_token
         elif isinstance(undo_token, str) and undo_token:
             headers = {"authorization": f"Bearer {undo_token}"}
-        return await self.call("POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo",
-                               json=body, headers=headers)
+        return await self.call(
+            "POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo", json=body, headers=headers
+        )
 
-    async def report_outcome(self, report: Any, *, submission: Submission = UNCOUNTED,
-                             actor: Actor | None = None) -> dict[str, Any]:
+    async def report_outcome(
+        self, report: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
+    ) -> dict[str, Any]:
         """`submission` is the local server's business; the remote counts this client's own writes."""
         return await self.call("POST", "/v1/feedback", json=self.with_agent(report, actor))
 
-    async def report_failed_attempt(self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED,
-                                    actor: Actor | None = None) -> dict[str, Any]:
+    async def report_failed_attempt(
+        self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
+    ) -> dict[str, Any]:
         return await self.call("POST", node_path(node_id) + "/failures", json=self.with_agent(attempt, actor))
 
     # -- maintainers (`knowmesh-mcp admin --remote URL`, with a maintainer's token) ------------
 
-    async def set_status(self, node_id: str, status: Any, *, note: Any = None, actor: Actor | None = None) -> dict[str, Any]:
+    async def set_status(
+        self, node_id: str, status: Any, *, note: Any = None, actor: Actor | None = None
+    ) -> dict[str, Any]:
         return await self.call("POST", node_path(node_id) + "/status", json={"status": status, "note": note})
 
-    async def confirm_merge(self, task_id: Any, *, canonical_id: Any = None, note: Any = None,
-                            actor: Actor | None = None) -> dict[str, Any]:
-        return await self.call("POST", f"/v1/dedupe/tasks/{quote(str(task_id), safe='')}/merge",
-                               json={"canonical_id": canonical_id, "note": note})
+    async def confirm_merge(
+        self, task_id: Any, *, canonical_id: Any = None, note: Any = None, actor: Actor | None = None
+    ) -> dict[str, Any]:
+        return await self.call(
+            "POST",
+            f"/v1/dedupe/tasks/{quote(str(task_id), safe='')}/merge",
+            json={"canonical_id": canonical_id, "note": note},
+        )
 
     async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Actor | None = None) -> dict[str, Any]:
-        return await self.call("POST", f"/v1/issues/{quote(str(number), safe='')}/status", json={"status": status, "note": note})
+        return await self.call(
+            "POST", f"/v1/issues/{quote(str(number), safe='')}/status", json={"status": status, "note": note}
+        )
 
     async def audit_log(self, *, target: str | None = None, after: Any = None, limit: Any = None) -> dict[str, Any]:
         return await self.call("GET", "/v1/audit", params={"target": target, "after": after, "limit": limit})

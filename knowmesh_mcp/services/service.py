@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import getpass
 import hashlib
 import json
 import os
-import getpass
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import nullcontext
@@ -23,21 +23,44 @@ from pathlib import Path
 from typing import Any
 
 from knowmesh_mcp.core import next_steps
-from knowmesh_mcp.services.access import AgentTokens
-from knowmesh_mcp.services.health import Health
-from knowmesh_mcp.services.maintaining import Maintaining, canonical_ref, follow_redirect, following_merge, read_following_merge
-from knowmesh_mcp.services.editing import ArticleEditing
 from knowmesh_mcp.core.environment import Environment, parse_env
 from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError, bad_parameter, not_found
-from knowmesh_mcp.core.identity import Actor, acting
-from knowmesh_mcp.services.importing import CHUNK, InvalidSource, Rejected, index_pages, prepared_documents
 from knowmesh_mcp.core.evidence import Evidence, best_answer_state
+from knowmesh_mcp.core.identity import Actor, acting
+from knowmesh_mcp.core.limits import (
+    DEFAULT_RESULTS as DEFAULT_SEARCH_LIMIT,
+)
+from knowmesh_mcp.core.limits import (
+    MAX_RESULTS as MAX_SEARCH_LIMIT,
+)
+from knowmesh_mcp.core.limits import (
+    json_problem,
+    to_int,
+)
 from knowmesh_mcp.core.model import MAX_ID_LENGTH, SEGMENT_RE, canonical_json
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION, canonical_ecosystem
+from knowmesh_mcp.search.query import (
+    SEARCH_INDEX_VERSION,
+    QueryPlan,
+    find,
+    similar_nodes,
+)
+from knowmesh_mcp.search.ranking import LIKELY, Candidate, min_score, rescore, settle
+from knowmesh_mcp.services.access import AgentTokens
+from knowmesh_mcp.services.editing import ArticleEditing
+from knowmesh_mcp.services.health import Health
+from knowmesh_mcp.services.importing import CHUNK, InvalidSource, Rejected, index_pages, prepared_documents
+from knowmesh_mcp.services.maintaining import (
+    Maintaining,
+    canonical_ref,
+    follow_redirect,
+    following_merge,
+    read_following_merge,
+)
 from knowmesh_mcp.services.outcomes import (
+    UNCOUNTED,
     Dedupe,
     FailedAttempts,
-    UNCOUNTED,
     OutcomeReporting,
     ReviewQueue,
     ServiceIssues,
@@ -55,16 +78,8 @@ from knowmesh_mcp.services.reading import (
     parse_list,
     search_result,
 )
-from knowmesh_mcp.core.limits import DEFAULT_RESULTS as DEFAULT_SEARCH_LIMIT, MAX_RESULTS as MAX_SEARCH_LIMIT, json_problem, to_int
-from knowmesh_mcp.search.ranking import LIKELY, Candidate, min_score, rescore, settle
-from knowmesh_mcp.search.query import (
-    SEARCH_INDEX_VERSION,
-    QueryPlan,
-    find,
-    similar_nodes,
-)
-from knowmesh_mcp.store import STARTER_CORPUS, NewNode, StatsRow, Store, meta_made_once, open_store, store_dir
 from knowmesh_mcp.services.syncing import Syncing
+from knowmesh_mcp.store import STARTER_CORPUS, NewNode, StatsRow, Store, meta_made_once, open_store, store_dir
 
 MAX_LIST_LIMIT = 100
 DEFAULT_LIST_LIMIT = 50
@@ -127,16 +142,27 @@ class ImportReport:
         }
 
 
-class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Dedupe, ServiceIssues, Syncing, AgentTokens,
-              Maintaining, Health):
+class Service(
+    ArticleEditing,
+    OutcomeReporting,
+    FailedAttempts,
+    ReviewQueue,
+    Dedupe,
+    ServiceIssues,
+    Syncing,
+    AgentTokens,
+    Maintaining,
+    Health,
+):
     """Knowmesh over one store."""
 
     def __init__(self, store: Store):
         self.store = store
 
     @classmethod
-    async def open(cls, db_path: str | Path, *, seed: bool | None = True,
-                   progress: Callable[[int, int], None] | None = None) -> Service:
+    async def open(
+        cls, db_path: str | Path, *, seed: bool | None = True, progress: Callable[[int, int], None] | None = None
+    ) -> Service:
         """Open (creating and migrating if needed) a database; a new one gets the starter corpus
         (`seed` False: never, the mesh stays empty; None: not now, it stays pending).
 
@@ -177,13 +203,18 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         searching it would answer by rules this code no longer has: one line saying what to do.
         (Its starter corpus, if still pending, stays so: the mesh is served as it is.)"""
         if not await self._analysis_is_current():
-            raise DatabaseUnusable(self.store.path, f"{self.store.path} is read-only and its search index was built by "
-                                   "another version: open it once where it may be written, to rebuild it")
+            raise DatabaseUnusable(
+                self.store.path,
+                f"{self.store.path} is read-only and its search index was built by "
+                "another version: open it once where it may be written, to rebuild it",
+            )
 
     async def _analysis_is_current(self) -> bool:
         """Were the stored signature hashes and search index made by this code's analysis?"""
-        return (await self.store.get_meta("normalizer_version"), await self.store.get_meta("search_index_version")) \
-            == (str(NORMALIZER_VERSION), str(SEARCH_INDEX_VERSION))
+        return (await self.store.get_meta("normalizer_version"), await self.store.get_meta("search_index_version")) == (
+            str(NORMALIZER_VERSION),
+            str(SEARCH_INDEX_VERSION),
+        )
 
     async def _reindex_if_analysis_changed(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Signature hashes and the search index are derived: rebuild them when their code changed."""
@@ -209,8 +240,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         report synced in under that id made the local user's own report a 409 duplicate_report."""
         if os.environ.get("KNOWMESH_AGENT_ID"):
             return os.environ["KNOWMESH_AGENT_ID"]
-        return await meta_made_once(self.store, LOCAL_AGENT_KEY,
-                                    lambda: f"{getpass.getuser()}-{secrets.token_hex(4)}")
+        return await meta_made_once(self.store, LOCAL_AGENT_KEY, lambda: f"{getpass.getuser()}-{secrets.token_hex(4)}")
 
     async def local_actor(self, agent: Any) -> Actor:
         """Who a stdio call acts as on a personal mesh: the id it names, else the local agent."""
@@ -218,8 +248,14 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     # -- create ------------------------------------------------------------------------
 
-    async def create_node(self, raw: Any, *, agent: dict[str, Any] | None = None, actor: Actor | None = None,
-                          submission: Submission = UNCOUNTED) -> dict[str, Any]:
+    async def create_node(
+        self,
+        raw: Any,
+        *,
+        agent: dict[str, Any] | None = None,
+        actor: Actor | None = None,
+        submission: Submission = UNCOUNTED,
+    ) -> dict[str, Any]:
         """POST /v1/nodes: publish a new problem (with or without an answer). Status is forced to draft."""
         author = actor if actor is not None else acting(agent, None, "off")  # optional on create, never malformed
         if isinstance(raw, dict):
@@ -233,21 +269,39 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             await submission.charge(tx)
             if await tx.versions_of([document.id]):
                 raise KnowmeshError(
-                    409, "node_exists",
+                    409,
+                    "node_exists",
                     f"{document.id!r} already exists: improve that article with PATCH /v1/nodes/{document.id}/article",
-                    top_level={"canonical": canonical_ref(document.id),
-                               "next": {"edit_article": next_steps.edit_article(document.id, await tx.current_revision(document.id))}},
+                    top_level={
+                        "canonical": canonical_ref(document.id),
+                        "next": {
+                            "edit_article": next_steps.edit_article(document.id, await tx.current_revision(document.id))
+                        },
+                    },
                 )
             duplicate = await tx.duplicate_of(prepared.signature_hash, prepared.quoted_values)
             if duplicate is not None:
                 raise KnowmeshError(
-                    409, "duplicate_node",
+                    409,
+                    "duplicate_node",
                     f"the same error (normalized signature and quoted values) is already {duplicate!r}: improve that article",
-                    top_level={"canonical": canonical_ref(duplicate),
-                               "next": {"edit_article": next_steps.edit_article(duplicate, await tx.current_revision(duplicate))}},
+                    top_level={
+                        "canonical": canonical_ref(duplicate),
+                        "next": {
+                            "edit_article": next_steps.edit_article(duplicate, await tx.current_revision(duplicate))
+                        },
+                    },
                 )
-            await tx.insert_nodes([prepared.new_node(kind="create", summary="Create node", proof=author.proof,
-                                                     agent={"id": author.id, "model": author.model} if author.id else None)])
+            await tx.insert_nodes(
+                [
+                    prepared.new_node(
+                        kind="create",
+                        summary="Create node",
+                        proof=author.proof,
+                        agent={"id": author.id, "model": author.model} if author.id else None,
+                    )
+                ]
+            )
         return {
             "id": document.id,
             "version": prepared.version,
@@ -291,14 +345,28 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         await follow_redirect(self.store, node_id, row.status)
         failures = await self.store.failures_of(node_id) if failure_count else []
         body = article_view(
-            document=row.document, version=row.version, status=row.status, revision=row.revision,
-            solution_revisions=row.solution_revisions, created_at=row.created_at,
-            updated_at=row.updated_at, request=request, evidence=Evidence(stats), failures=failures,
+            document=row.document,
+            version=row.version,
+            status=row.status,
+            revision=row.revision,
+            solution_revisions=row.solution_revisions,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            request=request,
+            evidence=Evidence(stats),
+            failures=failures,
         )
         return ReadResult(body=body, etag=_etag(row.version, row.revision, row.status, request, stats))
 
-    async def read_view(self, node_id: str, *, env: str | None = None, solution: str | None = None,
-                        fields: str | None = None, include: str | None = None) -> dict[str, Any]:
+    async def read_view(
+        self,
+        node_id: str,
+        *,
+        env: str | None = None,
+        solution: str | None = None,
+        fields: str | None = None,
+        include: str | None = None,
+    ) -> dict[str, Any]:
         """The JSON read of a node (what MCP `read_article` returns before its size bound); a merged
         node's read is its canonical node's, with `merged_from` (an agent has no 301 to follow)."""
         request = self.read_request(env=env, solution=solution, fields=fields, include=include)
@@ -325,13 +393,19 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         document, solution_revisions, created_at = found
         revision = await self.store.revision_of_version(node_id, version)
         body = article_view(
-            document=document, version=version, status=row.status, revision=revision,
+            document=document,
+            version=version,
+            status=row.status,
+            revision=revision,
             solution_revisions=solution_revisions,
-            created_at=row.created_at, updated_at=created_at, request=request,
+            created_at=row.created_at,
+            updated_at=created_at,
+            request=request,
         )
         body["current_version"] = row.version
         return ReadResult(
-            body=body, etag=_etag(version, revision, row.status, request),
+            body=body,
+            etag=_etag(version, revision, row.status, request),
             cache_control="public, max-age=31536000, immutable",
         )
 
@@ -361,12 +435,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             after = payload["after"]
         rows = await self.store.list_nodes(ecosystem=ecosystem, after_id=after, limit=limit + 1)
         page = rows[:limit]
-        next_cursor = (
-            encode_cursor({"after": page[-1].id, "ecosystem": ecosystem}) if len(rows) > limit else None
-        )
+        next_cursor = encode_cursor({"after": page[-1].id, "ecosystem": ecosystem}) if len(rows) > limit else None
         return {
-            "nodes": [list_entry(r.document, status=r.status, has_answer=r.has_answer, updated_at=r.updated_at,
-                                 fields=chosen) for r in page],
+            "nodes": [
+                list_entry(r.document, status=r.status, has_answer=r.has_answer, updated_at=r.updated_at, fields=chosen)
+                for r in page
+            ],
             "ecosystem": ecosystem,
             "limit": limit,
             "next_cursor": next_cursor,
@@ -374,13 +448,17 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
     async def ecosystem_counts(self) -> list[dict[str, Any]]:
         """Published (non-deprecated) nodes per ecosystem: how many, and how many are open problems."""
-        return [{"ecosystem": ecosystem, "nodes": total, "open": unsolved}
-                for ecosystem, total, unsolved in await self.store.ecosystem_counts()]
+        return [
+            {"ecosystem": ecosystem, "nodes": total, "open": unsolved}
+            for ecosystem, total, unsolved in await self.store.ecosystem_counts()
+        ]
 
     async def answered_nodes(self, *, offset: int, limit: int) -> list[dict[str, str]]:
         """Answered, published nodes in id order (`id`, `updated_at`): what search engines may index."""
-        return [{"id": node_id, "updated_at": updated_at}
-                for node_id, updated_at in await self.store.answered_nodes(offset, limit)]
+        return [
+            {"id": node_id, "updated_at": updated_at}
+            for node_id, updated_at in await self.store.answered_nodes(offset, limit)
+        ]
 
     # -- search ------------------------------------------------------------------------
 
@@ -394,7 +472,9 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
     ) -> dict[str, Any]:
         """GET /v1/search: the nodes for a raw error or a description, best first, one answer each."""
         if q is None or not q.strip():
-            raise bad_parameter("q", "q is required: pass the raw error text or a short description", code="missing_query")
+            raise bad_parameter(
+                "q", "q is required: pass the raw error text or a short description", code="missing_query"
+            )
         if limit is None:
             limit = DEFAULT_SEARCH_LIMIT
         if limit < 1:
@@ -407,8 +487,13 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         ranked = await self.rank_candidates(plan, machine, wanted, limit=limit)
         if ranked:
             second = ranked[1] if len(ranked) > 1 else None
-            settle(ranked[0][0], second and second[0], tier_decides=bool(
-                second and wanted is not None and ranked[0][1]["ecosystem"] == wanted != second[1]["ecosystem"]))
+            settle(
+                ranked[0][0],
+                second and second[0],
+                tier_decides=bool(
+                    second and wanted is not None and ranked[0][1]["ecosystem"] == wanted != second[1]["ecosystem"]
+                ),
+            )
         results = []
         ceiling = 1.0
         for candidate, result in ranked[:limit]:
@@ -428,13 +513,17 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         }
         if not results or results[0]["score"] < LIKELY:
             envelope["guidance"] = next_steps.publish_problem(
-                plan.echo, plan.lines, _publishing_ecosystem(wanted, plan.echo, machine), machine.to_dict() if machine else None,
+                plan.echo,
+                plan.lines,
+                _publishing_ecosystem(wanted, plan.echo, machine),
+                machine.to_dict() if machine else None,
                 weak=bool(results),
             )
         return envelope
 
-    async def rank_candidates(self, plan: QueryPlan, machine: Environment | None, wanted: str | None,
-                              *, limit: int | None, floor: bool = True) -> list[tuple[Candidate, dict[str, Any]]]:
+    async def rank_candidates(
+        self, plan: QueryPlan, machine: Environment | None, wanted: str | None, *, limit: int | None, floor: bool = True
+    ) -> list[tuple[Candidate, dict[str, Any]]]:
         """The candidates a search shows first (all of them with `limit` None), with their result
         entries, in final order: the best `limit`, and beyond them those the caller's environment
         and the ecosystem tier (nodes of the asked ecosystem first) may still reorder.
@@ -449,7 +538,7 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         if limit is None:
             return await self._entries(candidates, plan, machine, wanted, floor)
         if machine is not None or wanted is not None:
-            return await self._entries(candidates[:max(2 * limit, 10)], plan, machine, wanted, floor)
+            return await self._entries(candidates[: max(2 * limit, 10)], plan, machine, wanted, floor)
         ranked: list[tuple[Candidate, dict[str, Any]]] = []
         start = 0
         while len(ranked) < limit and start < len(candidates):  # again only past deprecated nodes
@@ -463,11 +552,14 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         ranked.sort(key=lambda entry: (entry[0].rank_value, entry[1]["id"]))
         return ranked
 
-    async def _entries(self, shown: list[Candidate], plan: QueryPlan, machine: Environment | None, wanted: str | None,
-                       floor: bool) -> list[tuple[Candidate, dict[str, Any]]]:
+    async def _entries(
+        self, shown: list[Candidate], plan: QueryPlan, machine: Environment | None, wanted: str | None, floor: bool
+    ) -> list[tuple[Candidate, dict[str, Any]]]:
         """Result entries of `shown` rescored for the environment, in the spec's order; deprecated nodes
         and (with `floor`) hints below `min_score` left out."""
-        rows = {row.pk: (row, stats) for row, stats in await self.store.get_nodes_with_stats_by_pk([c.pk for c in shown])}
+        rows = {
+            row.pk: (row, stats) for row, stats in await self.store.get_nodes_with_stats_by_pk([c.pk for c in shown])
+        }
         now = datetime.now(UTC)
         ranked = []
         for candidate in shown:
@@ -475,9 +567,16 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
             if row is None or row.status == "deprecated":
                 continue  # deprecated (and merged) nodes stay readable but are never found
             result = search_result(
-                row_document=row.document, version=row.version, status=row.status, revision=row.revision,
-                solution_revisions=row.solution_revisions, env=machine, tier=candidate.match,
-                document_size=row.document_size, evidence=Evidence(stats), now=now,
+                row_document=row.document,
+                version=row.version,
+                status=row.status,
+                revision=row.revision,
+                solution_revisions=row.solution_revisions,
+                env=machine,
+                tier=candidate.match,
+                document_size=row.document_size,
+                evidence=Evidence(stats),
+                now=now,
             )
             if rescore(candidate, plan.is_output, result["env_score"]) < min_score() and floor and not candidate.exact:
                 continue  # a hint weaker than any right answer the ranking was fitted on
@@ -496,8 +595,12 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         limit = min(limit, 1000)
         after = 0
         if since:
-            after = to_int(decode_cursor(since, name="since")["after"], "since", code="invalid_cursor",
-                           what="a cursor this server issued")
+            after = to_int(
+                decode_cursor(since, name="since")["after"],
+                "since",
+                code="invalid_cursor",
+                what="a cursor this server issued",
+            )
         rows = await self.store.changes_after(after, limit + 1)
         page = rows[:limit]
         # No changes: the cursor comes back unchanged, so a sync loop can simply keep it.
@@ -534,7 +637,9 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                     report.invalid.append({"source": source, "id": prepared.id, "error": prepared.error})
                     continue
                 if prepared.document.id in seen_ids:
-                    report.skipped.append({"source": source, "id": prepared.document.id, "reason": "duplicate id earlier in this import"})
+                    report.skipped.append(
+                        {"source": source, "id": prepared.document.id, "reason": "duplicate id earlier in this import"}
+                    )
                     continue
                 seen_ids.add(prepared.document.id)
                 batch.append((source, prepared))
@@ -552,7 +657,9 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
         async with self.store.write() as tx:
             existing = await tx.versions_of([p.document.id for _, p in batch])
             fresh: list[NewNode] = []
-            claimed: dict[tuple[str, tuple[str, ...]], str] = {}  # (signature hash, quoted values) -> the first id in this batch
+            claimed: dict[
+                tuple[str, tuple[str, ...]], str
+            ] = {}  # (signature hash, quoted values) -> the first id in this batch
             duplicates = await tx.duplicates_of((p.signature_hash, p.quoted_values) for _, p in batch)
             for source, prepared in batch:
                 node_id = prepared.document.id
@@ -560,13 +667,20 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
                     if existing[node_id] == prepared.version:
                         report.unchanged.append(node_id)
                     else:
-                        report.skipped.append({"source": source, "id": node_id,
-                                               "reason": "id exists with different content (edit the article instead)"})
+                        report.skipped.append(
+                            {
+                                "source": source,
+                                "id": node_id,
+                                "reason": "id exists with different content (edit the article instead)",
+                            }
+                        )
                     continue
                 key = (prepared.signature_hash, tuple(prepared.quoted_values))
                 owner = duplicates.get(key) or claimed.get(key)
                 if owner is not None:
-                    report.skipped.append({"source": source, "id": node_id, "reason": f"duplicate of {owner} (same normalized error)"})
+                    report.skipped.append(
+                        {"source": source, "id": node_id, "reason": f"duplicate of {owner} (same normalized error)"}
+                    )
                     continue
                 claimed.setdefault(key, node_id)
                 fresh.append(prepared.new_node(kind=kind, agent=None, summary=summary))
@@ -581,16 +695,42 @@ class Service(ArticleEditing, OutcomeReporting, FailedAttempts, ReviewQueue, Ded
 
 
 def _change_entry(row: Any) -> dict[str, Any]:
-    _, node_id, version, status, title, created_at, updated_at, revision, has_answer, stats_json, evidence_seq, merged, canonical = row
+    (
+        _,
+        node_id,
+        version,
+        status,
+        title,
+        created_at,
+        updated_at,
+        revision,
+        has_answer,
+        stats_json,
+        evidence_seq,
+        merged,
+        canonical,
+    ) = row
     stats = [StatsRow(*values) for values in json.loads(stats_json)]
     states = {r.failure_state for r in stats}
-    reasons = [reason for reason, hit in (
-        ("failed_answer", "known_failed" in states), ("disputed", "disputed" in states), ("unsolved", not has_answer),
-    ) if hit]
+    reasons = [
+        reason
+        for reason, hit in (
+            ("failed_answer", "known_failed" in states),
+            ("disputed", "disputed" in states),
+            ("unsolved", not has_answer),
+        )
+        if hit
+    ]
     change = "deprecated" if status == "deprecated" else "created" if revision == 1 else "updated"
     entry: dict[str, Any] = {
-        "id": node_id, "change": change, "version": version, "status": status, "title": title,
-        "updated_at": updated_at, "path": f"/v1/nodes/{node_id}", "revision": revision,
+        "id": node_id,
+        "change": change,
+        "version": version,
+        "status": status,
+        "title": title,
+        "updated_at": updated_at,
+        "path": f"/v1/nodes/{node_id}",
+        "revision": revision,
         "answer_state": best_answer_state([r.answer_state for r in stats]) if stats else "draft",
         "needs_review": bool(reasons),
         "evidence_seq": evidence_seq,  # the node's last feedback id: sync pulls new evidence when it grows
@@ -620,8 +760,9 @@ def _publishing_ecosystem(wanted: str | None, query: str, env: Environment | Non
 def _etag(version: str, revision: int, status: str, request: ReadRequest, stats: Iterable[Any] = ()) -> str:
     # Evidence changes a read without a new revision, so it is part of the tag.
     evidence = [[r.solution_id, r.solution_revision, r.cluster, r.sample_size, r.failure_state] for r in stats]
-    shape = canonical_json([version, revision, status, request.env_text, request.solution, request.fields,
-                            request.include, evidence])
+    shape = canonical_json(
+        [version, revision, status, request.env_text, request.solution, request.fields, request.include, evidence]
+    )
     return '"' + hashlib.sha256(shape.encode("utf-8")).hexdigest()[:32] + '"'
 
 
@@ -632,7 +773,11 @@ def load_documents(paths: Iterable[str | Path]) -> list[tuple[str, Any]]:
     """
     found: list[tuple[str, Any]] = []
     for path in map(Path, paths):
-        files = sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and p.is_file()) if path.is_dir() else [path]
+        files = (
+            sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and p.is_file())
+            if path.is_dir()
+            else [path]
+        )
         for file in files:
             found.extend(_parse_file(file))
     return found
@@ -659,6 +804,3 @@ def _parse_file(file: Path) -> list[tuple[str, Any]]:
     if isinstance(value, list):
         return [(f"{file}[{index}]", item) for index, item in enumerate(value)]
     return [(str(file), value)]
-
-
-

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from knowmesh_mcp.core.articles import field_changes, rebase_changes
 from knowmesh_mcp.core.errors import KnowmeshError, remote_error
-from knowmesh_mcp.core.identity import MAX_AGENT_ID, PROOFS, Actor
 from knowmesh_mcp.core.evidence import OUTCOMES, node_stats
+from knowmesh_mcp.core.identity import MAX_AGENT_ID, PROOFS, Actor
 from knowmesh_mcp.core.limits import MAX_INT
 from knowmesh_mcp.core.model import STATUSES, InvalidNode, canonical_json, validate_node
+from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.services.maintaining import write_merge, write_status
 from knowmesh_mcp.services.outcomes import archive_answered_failures, current_revisions, node_answers
 from knowmesh_mcp.services.publishing import Prepared, behavior_hash, require_node_id
-from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.store import RevisionRow, SearchRow, Store, SyncedHead, SyncedRevision, Writer
 
 if TYPE_CHECKING:
@@ -80,9 +80,17 @@ class SyncReport:
     cursor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"remote": self.remote, "created": self.created, "updated": self.updated,
-                "unchanged": self.unchanged, "conflicts": self.conflicts, "evidence": self.evidence,
-                "statuses": self.statuses, "merged": self.merged, "cursor": self.cursor}
+        return {
+            "remote": self.remote,
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "conflicts": self.conflicts,
+            "evidence": self.evidence,
+            "statuses": self.statuses,
+            "merged": self.merged,
+            "cursor": self.cursor,
+        }
 
 
 @dataclass
@@ -142,9 +150,12 @@ class SyncClock:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            raise KnowmeshError(504, "remote_timeout",
-                                f"the sync from {self.remote_url} did not finish within {self.seconds:g} s; the pages "
-                                "written so far are kept: run it again to go on from there") from None
+            raise KnowmeshError(
+                504,
+                "remote_timeout",
+                f"the sync from {self.remote_url} did not finish within {self.seconds:g} s; the pages "
+                "written so far are kept: run it again to go on from there",
+            ) from None
 
 
 class Syncing:
@@ -152,8 +163,15 @@ class Syncing:
 
     store: Store
 
-    async def sync_from(self, url: str, *, progress: Progress | None = None, remote: RemoteMesh | None = None,
-                        page_size: int = PAGE_SIZE, token: str | None = None) -> SyncReport:
+    async def sync_from(
+        self,
+        url: str,
+        *,
+        progress: Progress | None = None,
+        remote: RemoteMesh | None = None,
+        page_size: int = PAGE_SIZE,
+        token: str | None = None,
+    ) -> SyncReport:
         """Pull every change since this remote's saved cursor; the cursor is saved after each page.
         `token` (else KNOWMESH_TOKEN) is sent as the bearer, for a team's mesh that wants one; the
         user and password of `url` as basic auth. The remote is stored and reported without them."""
@@ -170,12 +188,15 @@ class Syncing:
         try:
             while True:
                 budget = ByteBudget(PAGE_BYTE_LIMIT, f"a page of {base_url}/v1/changes")
-                page = _feed_page(await clock.wait(mesh.changes(since=cursor, limit=page_size, budget=budget)),
-                                  base_url, page_size)
+                page = _feed_page(
+                    await clock.wait(mesh.changes(since=cursor, limit=page_size, budget=budget)), base_url, page_size
+                )
                 if (page.entries or page.has_more) and page.next_cursor in sent:
-                    raise remote_error(f"{base_url}/v1/changes answered a page of changes with a cursor it had "
-                                       "answered before, so it does not move past it: the sync stopped rather "
-                                       "than read the same pages for ever")
+                    raise remote_error(
+                        f"{base_url}/v1/changes answered a page of changes with a cursor it had "
+                        "answered before, so it does not move past it: the sync stopped rather "
+                        "than read the same pages for ever"
+                    )
                 sent.add(page.next_cursor)
                 entries = page.entries
                 total = max(total, done + len(entries) + page.remaining)
@@ -187,7 +208,9 @@ class Syncing:
                 async with self.store.write() as tx:
                     indexing = PageIndex()
                     for plan in plans:
-                        await self._sync_node(tx, base_url, plan, fetched.get(plan.node_id, {}), agent, indexing, report)
+                        await self._sync_node(
+                            tx, base_url, plan, fetched.get(plan.node_id, {}), agent, indexing, report
+                        )
                         done += 1
                         if progress:
                             progress(done, total)
@@ -213,22 +236,34 @@ class Syncing:
             base, evidence_after = synced.get(node_id, (None, 0))
             evidence_seq, revision, status = entry.get("evidence_seq"), entry.get("revision"), entry.get("status")
             merged, canonical = entry.get("merged_from", []), entry.get("merged_into")
-            if not (isinstance(merged, list) and all(isinstance(m, str) for m in merged)) \
-                    or not isinstance(canonical, (str, type(None))):
+            if not (isinstance(merged, list) and all(isinstance(m, str) for m in merged)) or not isinstance(
+                canonical, (str, type(None))
+            ):
                 raise remote_error(f"the change entry of {node_id} from {remote_url} names its merges malformed")
-            if not (evidence_seq is None or _count(evidence_seq)) or not (revision is None or _count(revision, lowest=1)):
-                raise remote_error(f"the change entry of {node_id} from {remote_url} has a revision or evidence_seq "
-                                   "that is not a whole number")
-            plans.append(NodePlan(
-                node_id=node_id, status=status if isinstance(status, str) and status in STATUSES else "draft",
-                base=base, revised=base is None or revision != base, evidence_after=evidence_after,
-                new_evidence=evidence_seq is not None and evidence_seq > evidence_after,
-                merged_from=tuple(_remote_node_id(m, remote_url) for m in merged if m != node_id),
-                merged_into=_remote_node_id(canonical, remote_url) if canonical not in (None, node_id) else None,
-            ))
+            if not (evidence_seq is None or _count(evidence_seq)) or not (
+                revision is None or _count(revision, lowest=1)
+            ):
+                raise remote_error(
+                    f"the change entry of {node_id} from {remote_url} has a revision or evidence_seq "
+                    "that is not a whole number"
+                )
+            plans.append(
+                NodePlan(
+                    node_id=node_id,
+                    status=status if isinstance(status, str) and status in STATUSES else "draft",
+                    base=base,
+                    revised=base is None or revision != base,
+                    evidence_after=evidence_after,
+                    new_evidence=evidence_seq is not None and evidence_seq > evidence_after,
+                    merged_from=tuple(_remote_node_id(m, remote_url) for m in merged if m != node_id),
+                    merged_into=_remote_node_id(canonical, remote_url) if canonical not in (None, node_id) else None,
+                )
+            )
         return plans
 
-    async def _fetch_page(self, mesh: RemoteMesh, plans: list[NodePlan], budget: ByteBudget) -> dict[str, dict[str, Any]]:
+    async def _fetch_page(
+        self, mesh: RemoteMesh, plans: list[NodePlan], budget: ByteBudget
+    ) -> dict[str, dict[str, Any]]:
         """Per node of a page, what the remote has for it: `history` (revisions after the merge base,
         with documents) when revised, `feedback` (outcome reports after the last pulled one, and the
         last report's id) when it has new evidence. A few requests at a time, before any write; all
@@ -237,28 +272,53 @@ class Syncing:
 
         async def history(plan: NodePlan) -> tuple[str, str, Any]:
             async with limiter:
-                return plan.node_id, "history", await mesh.article_history(plan.node_id, after=plan.base or 0,
-                                                                            include="documents", budget=budget)
+                return (
+                    plan.node_id,
+                    "history",
+                    await mesh.article_history(plan.node_id, after=plan.base or 0, include="documents", budget=budget),
+                )
 
         async def feedback(plan: NodePlan) -> tuple[str, str, Any]:
             async with limiter:
-                return plan.node_id, "feedback", await self._fetch_feedback(mesh, plan.node_id, plan.evidence_after,
-                                                                            budget)
+                return (
+                    plan.node_id,
+                    "feedback",
+                    await self._fetch_feedback(mesh, plan.node_id, plan.evidence_after, budget),
+                )
 
-        fetches = [history(plan) for plan in plans if plan.revised] + [feedback(plan) for plan in plans if plan.new_evidence]
+        fetches = [history(plan) for plan in plans if plan.revised] + [
+            feedback(plan) for plan in plans if plan.new_evidence
+        ]
         fetched: dict[str, dict[str, Any]] = {}
         for node_id, kind, value in await asyncio.gather(*fetches):
             fetched.setdefault(node_id, {})[kind] = value
         return fetched
 
-    async def _sync_node(self, tx: Writer, remote_url: str, plan: NodePlan, fetched: dict[str, Any], agent: str,
-                         indexing: PageIndex, report: SyncReport) -> None:
-        written = (await self._sync_revisions(tx, remote_url, plan, fetched["history"], indexing, report)
-                   if "history" in fetched else None)
-        pulled = await self._sync_evidence(tx, remote_url, plan.node_id, *fetched["feedback"]) if "feedback" in fetched else 0
+    async def _sync_node(
+        self,
+        tx: Writer,
+        remote_url: str,
+        plan: NodePlan,
+        fetched: dict[str, Any],
+        agent: str,
+        indexing: PageIndex,
+        report: SyncReport,
+    ) -> None:
+        written = (
+            await self._sync_revisions(tx, remote_url, plan, fetched["history"], indexing, report)
+            if "history" in fetched
+            else None
+        )
+        pulled = (
+            await self._sync_evidence(tx, remote_url, plan.node_id, *fetched["feedback"])
+            if "feedback" in fetched
+            else 0
+        )
         report.evidence += pulled
         # a merge or a status change writes no revision: the feed's entry is all that says so
-        pairs = [(m, plan.node_id) for m in plan.merged_from] + ([(plan.node_id, plan.merged_into)] if plan.merged_into else [])
+        pairs = [(m, plan.node_id) for m in plan.merged_from] + (
+            [(plan.node_id, plan.merged_into)] if plan.merged_into else []
+        )
         merged = bool(pairs) and await self._sync_merges(tx, remote_url, pairs, agent, report)
         restated = not written and await self._sync_status(tx, remote_url, plan, agent, report)
         if written:
@@ -279,8 +339,9 @@ class Syncing:
         report.statuses.append({"id": plan.node_id, "from": previous, "to": plan.status})
         return True
 
-    async def _sync_merges(self, tx: Writer, remote_url: str, pairs: list[tuple[str, str]], agent: str,
-                           report: SyncReport) -> bool:
+    async def _sync_merges(
+        self, tx: Writer, remote_url: str, pairs: list[tuple[str, str]], agent: str, report: SyncReport
+    ) -> bool:
         """The remote merged each (merged, canonical) pair: here too the merged node is deprecated and
         answers with the canonical one (301 over HTTP). Both nodes' entries name the pair, so whichever
         of them the feed brings second finds the other here."""
@@ -296,8 +357,15 @@ class Syncing:
         report.merged += done
         return bool(done)
 
-    async def _sync_revisions(self, tx: Writer, remote_url: str, plan: NodePlan, history: dict[str, Any],
-                              indexing: PageIndex, report: SyncReport) -> str | None:
+    async def _sync_revisions(
+        self,
+        tx: Writer,
+        remote_url: str,
+        plan: NodePlan,
+        history: dict[str, Any],
+        indexing: PageIndex,
+        report: SyncReport,
+    ) -> str | None:
         """Copy the remote's revisions after the merge base; "created", "updated", or None (nothing new)."""
         node_id, status, base = plan.node_id, plan.status, plan.base
         items = history.get("revisions")
@@ -312,7 +380,9 @@ class Syncing:
             if local:
                 await tx.set_synced(remote_url, node_id, base)
             return None
-        if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
+        if newer[0].row.revision != base + 1 or any(
+            b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])
+        ):
             raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
         _check_reverts(remote_url, node_id, [row for row, _, _ in local if row.revision <= base], newer)
         local_only = [r for r in local if r[0].revision > base]
@@ -320,9 +390,15 @@ class Syncing:
         last = newer[-1]
         document = json.loads(last.document_json)
         prepared = Prepared.of(validate_node({**document, "status": status}))
-        head = SyncedHead(id=node_id, ecosystem=prepared.document.ecosystem, status=status,
-                          title=prepared.document.title, has_answer=bool(document["content"]["solutions"]),
-                          signature_hash=prepared.signature_hash, quoted_values=prepared.quoted_values)
+        head = SyncedHead(
+            id=node_id,
+            ecosystem=prepared.document.ecosystem,
+            status=status,
+            title=prepared.document.title,
+            has_answer=bool(document["content"]["solutions"]),
+            signature_hash=prepared.signature_hash,
+            quoted_values=prepared.quoted_values,
+        )
         await tx.apply_synced(head, newer, fresh=not local)
         indexing.add(node_id, index_row(prepared.body), fresh=not local)
         if moved:  # the kept edit is published over these rows, so they are written first
@@ -334,16 +410,23 @@ class Syncing:
             await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), last.solution_revisions, now))
             await archive_answered_failures(tx, node_id, document, last.row.revision_id)
         if moved:
-            report.conflicts.append({
-                "id": node_id, "base_revision": base, "remote_revision": last.row.revision,
-                "moved_revisions": [r[0].revision for r in local_only], "both_changed": moved["both_changed"],
-                "kept_revision": kept, "conflict_id": moved["conflict_id"],
-            })
+            report.conflicts.append(
+                {
+                    "id": node_id,
+                    "base_revision": base,
+                    "remote_revision": last.row.revision,
+                    "moved_revisions": [r[0].revision for r in local_only],
+                    "both_changed": moved["both_changed"],
+                    "kept_revision": kept,
+                    "conflict_id": moved["conflict_id"],
+                }
+            )
         return "updated" if local else "created"
 
     @staticmethod
-    async def _fetch_feedback(mesh: RemoteMesh, node_id: str, after: int,
-                              budget: ByteBudget) -> tuple[list[dict[str, Any]], int]:
+    async def _fetch_feedback(
+        mesh: RemoteMesh, node_id: str, after: int, budget: ByteBudget
+    ) -> tuple[list[dict[str, Any]], int]:
         """The remote's outcome reports on a node after `after`, and the last one's id. Each page must
         lead past the one before (a list that answers the same page for ever was an endless loop);
         the page's byte budget bounds how many there are."""
@@ -354,15 +437,19 @@ class Syncing:
             if not isinstance(items, list) or not _count(next_after) or not isinstance(has_more, bool):
                 raise remote_error(f"{mesh.base_url} did not answer with the feedback of {node_id}")
             if items and next_after <= after:
-                raise remote_error(f"{mesh.base_url} answered the feedback of {node_id} after {after} with next_after "
-                                   f"{next_after}, which does not move past it: the sync stopped rather than read "
-                                   "the same reports for ever")
+                raise remote_error(
+                    f"{mesh.base_url} answered the feedback of {node_id} after {after} with next_after "
+                    f"{next_after}, which does not move past it: the sync stopped rather than read "
+                    "the same reports for ever"
+                )
             rows += [_feedback_row(mesh.base_url, node_id, item) for item in items]
             after = next_after
             if not has_more or not items:
                 return rows, after
 
-    async def _sync_evidence(self, tx: Writer, remote_url: str, node_id: str, rows: list[dict[str, Any]], after: int) -> int:
+    async def _sync_evidence(
+        self, tx: Writer, remote_url: str, node_id: str, rows: list[dict[str, Any]], after: int
+    ) -> int:
         """Store the remote's outcome reports fetched for a node; returns how many are new here."""
         _, document, known = await node_answers(tx, node_id)
         # A report on a solution revision this mesh does not have (renumbered by a conflict) stays behind.
@@ -375,10 +462,16 @@ class Syncing:
         await tx.set_evidence_synced(remote_url, node_id, after)
         return pulled
 
-    async def _move_local_edits(self, tx: Writer, remote_url: str, node_id: str, base: int,
-                                local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
-                                local_only: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
-                                newer: list[SyncedRevision]) -> dict[str, Any] | None:
+    async def _move_local_edits(
+        self,
+        tx: Writer,
+        remote_url: str,
+        node_id: str,
+        base: int,
+        local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
+        local_only: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]],
+        newer: list[SyncedRevision],
+    ) -> dict[str, Any] | None:
         """Move local revisions after the merge base into sync_conflicts; returns what to re-apply."""
         if not local_only:
             return None
@@ -390,18 +483,37 @@ class Syncing:
         for _, _, solutions in local[:base]:  # solution revision numbers the shared history uses
             for solution_id, number in solutions.items():
                 keep[solution_id] = max(keep.get(solution_id, 0), number)
-        conflict_id = await tx.move_revisions(node_id, [r.revision_id for r, _, _ in local_only], keep, {
-            "remote": remote_url, "base_revision": base, "remote_revision": newer[-1].row.revision,
-            "local_revisions": json.dumps([{**_row_dict(r), "document": d} for r, d, _ in local_only], ensure_ascii=False),
-            "both_changed": json.dumps(both),
-        })
+        conflict_id = await tx.move_revisions(
+            node_id,
+            [r.revision_id for r, _, _ in local_only],
+            keep,
+            {
+                "remote": remote_url,
+                "base_revision": base,
+                "remote_revision": newer[-1].row.revision,
+                "local_revisions": json.dumps(
+                    [{**_row_dict(r), "document": d} for r, d, _ in local_only], ensure_ascii=False
+                ),
+                "both_changed": json.dumps(both),
+            },
+        )
         author = local_only[-1][0]
-        agent = (Actor(author.agent_id, author.agent_proof, author.model) if author.agent_id
-                 else Actor(await self.local_agent_id(), "local", author.model))
+        agent = (
+            Actor(author.agent_id, author.agent_proof, author.model)
+            if author.agent_id
+            else Actor(await self.local_agent_id(), "local", author.model)
+        )
         return {"conflict_id": conflict_id, "merged": merged, "both_changed": both, "agent": agent}
 
-    async def _keep_local_edit(self, tx: Writer, moved: dict[str, Any], node_id: str, remote_document: dict[str, Any],
-                               status: str, last: RevisionRow) -> int | None:
+    async def _keep_local_edit(
+        self,
+        tx: Writer,
+        moved: dict[str, Any],
+        node_id: str,
+        remote_document: dict[str, Any],
+        status: str,
+        last: RevisionRow,
+    ) -> int | None:
         """Publish the local edit again on top of the remote's revision; None when it has nothing left to
         change or no longer validates (it stays in sync_conflicts either way)."""
         merged = moved["merged"]
@@ -411,15 +523,18 @@ class Syncing:
         if moved["both_changed"]:
             summary += f" (both changed: {', '.join(moved['both_changed'])})"
         try:
-            kept = await self._publish(tx, node_id, remote_document, merged, status, last.revision,
-                                       moved["agent"], summary[:500], "sync")
+            kept = await self._publish(
+                tx, node_id, remote_document, merged, status, last.revision, moved["agent"], summary[:500], "sync"
+            )
         except (KnowmeshError, InvalidNode):
             return None
         await tx.set_conflict_kept(moved["conflict_id"], kept["revision"])
         return int(kept["revision"])
 
 
-def _shared_prefix(local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]], remote: list[SyncedRevision]) -> int:
+def _shared_prefix(
+    local: list[tuple[RevisionRow, dict[str, Any], dict[str, int]]], remote: list[SyncedRevision]
+) -> int:
     """How many first revisions both sides have with the same content (e.g. the same starter corpus)."""
     shared = 0
     for (mine, _, _), theirs in zip(local, remote):
@@ -437,8 +552,10 @@ def _check_reverts(remote_url: str, node_id: str, shared: list[RevisionRow], new
     for revision in newer:
         reverts = revision.row.reverts_revision_id
         if reverts is not None and reverts not in known:
-            raise remote_error(f"{remote_url} sent revision {revision.row.revision} of {node_id} as the undo of "
-                               f"{reverts!r}, which is no earlier revision of it")
+            raise remote_error(
+                f"{remote_url} sent revision {revision.row.revision} of {node_id} as the undo of "
+                f"{reverts!r}, which is no earlier revision of it"
+            )
         known.add(revision.row.revision_id)
 
 
@@ -453,8 +570,9 @@ def _feed_page(body: dict[str, Any], remote_url: str, page_size: int) -> FeedPag
     if len(entries) > page_size:
         raise remote_error(f"{where} answered {len(entries)} changes to a request for {page_size}")
     if not isinstance(has_more, bool) or not _count(remaining):
-        raise remote_error(f"{where} answered a has_more that is not true or false, or a remaining that is not "
-                           "a whole number")
+        raise remote_error(
+            f"{where} answered a has_more that is not true or false, or a remaining that is not a whole number"
+        )
     return FeedPage(entries=entries, next_cursor=cursor, has_more=has_more, remaining=remaining)
 
 
@@ -480,25 +598,43 @@ def _synced_revision(remote_url: str, node_id: str, item: Any) -> SyncedRevision
     prepared = Prepared.of(document)
     revision, solutions = item.get("revision"), item.get("solution_revisions")
     hashes = {s["id"]: behavior_hash(s) for s in prepared.body["content"]["solutions"]}
-    if (prepared.version != item.get("content_hash") or document.id != node_id or not _count(revision, lowest=1)
-            or not isinstance(solutions, dict) or not set(hashes) <= set(solutions)
-            or not all(_count(solutions[k], lowest=1) for k in hashes)):
-        raise remote_error(f"{remote_url} sent a revision of {node_id} that does not match its content hash, or "
-                           "numbers it or its solutions with something other than whole numbers")
+    if (
+        prepared.version != item.get("content_hash")
+        or document.id != node_id
+        or not _count(revision, lowest=1)
+        or not isinstance(solutions, dict)
+        or not set(hashes) <= set(solutions)
+        or not all(_count(solutions[k], lowest=1) for k in hashes)
+    ):
+        raise remote_error(
+            f"{remote_url} sent a revision of {node_id} that does not match its content hash, or "
+            "numbers it or its solutions with something other than whole numbers"
+        )
     problem = _revision_problem(item)
     if problem:
         raise remote_error(f"{remote_url} sent revision {revision} of {node_id} with {problem}")
     agent = item.get("agent") or {}
     row = RevisionRow(
-        revision_id=item["revision_id"], node_id=node_id, revision=revision, parent_revision=item.get("parent_revision"),
-        kind=item["kind"], version=prepared.version, agent_id=agent.get("id"), model=agent.get("model"),
-        summary=item.get("summary") or "", changes=item.get("changes") or [],
-        reverts_revision_id=item.get("reverts_revision_id"), created_at=item["created_at"],
+        revision_id=item["revision_id"],
+        node_id=node_id,
+        revision=revision,
+        parent_revision=item.get("parent_revision"),
+        kind=item["kind"],
+        version=prepared.version,
+        agent_id=agent.get("id"),
+        model=agent.get("model"),
+        summary=item.get("summary") or "",
+        changes=item.get("changes") or [],
+        reverts_revision_id=item.get("reverts_revision_id"),
+        created_at=item["created_at"],
         agent_proof=item["agent_proof"] if item.get("agent_proof") in PROOFS else "claimed",  # the team's mark
     )
-    return SyncedRevision(row=row, document_json=prepared.body_json,
-                          solution_revisions={k: solutions[k] for k in hashes},
-                          solution_hashes=hashes)
+    return SyncedRevision(
+        row=row,
+        document_json=prepared.body_json,
+        solution_revisions={k: solutions[k] for k in hashes},
+        solution_hashes=hashes,
+    )
 
 
 def _revision_problem(item: dict[str, Any]) -> str | None:
@@ -507,15 +643,26 @@ def _revision_problem(item: dict[str, Any]) -> str | None:
     checks = (
         (item.get("kind") in REVISION_KINDS, "an unknown kind"),
         (_short_text(item.get("revision_id")), "a revision_id that is not an id"),
-        (item.get("reverts_revision_id") is None or _short_text(item["reverts_revision_id"]),
-         "a reverts_revision_id that is not an id"),
+        (
+            item.get("reverts_revision_id") is None or _short_text(item["reverts_revision_id"]),
+            "a reverts_revision_id that is not an id",
+        ),
         (parent is None or _count(parent), "a parent_revision that is not a whole number"),
         (_timestamp(item.get("created_at")), "a created_at that is not a time like 2026-05-01T12:00:00.000000Z"),
-        (agent is None or (isinstance(agent, dict) and _text(agent.get("id"), MAX_AGENT_ID)
-                           and _text(agent.get("model"), MAX_TEXT_CHARS)), "an agent that is not an id and a model"),
+        (
+            agent is None
+            or (
+                isinstance(agent, dict)
+                and _text(agent.get("id"), MAX_AGENT_ID)
+                and _text(agent.get("model"), MAX_TEXT_CHARS)
+            ),
+            "an agent that is not an id and a model",
+        ),
         (_text(item.get("summary"), MAX_TEXT_CHARS), "a summary that is not text"),
-        (changes is None or (isinstance(changes, list) and all(isinstance(c, dict) for c in changes)),
-         "changes that are not a list of objects"),
+        (
+            changes is None or (isinstance(changes, list) and all(isinstance(c, dict) for c in changes)),
+            "changes that are not a list of objects",
+        ),
     )
     return next((what for passed, what in checks if not passed), None)
 
@@ -523,6 +670,7 @@ def _revision_problem(item: dict[str, Any]) -> str | None:
 def _feedback_row(remote_url: str, node_id: str, item: Any) -> dict[str, Any]:
     """One outcome report of the remote's, checked field by field before it is stored here (a
     `created_at` that is not a time was stored, then failed the stats with a raw ValueError)."""
+
     def text(key: str, *, required: bool = False) -> str | None:
         value = item.get(key)
         if not _text(value, MAX_TEXT_CHARS, required=required):
@@ -532,17 +680,32 @@ def _feedback_row(remote_url: str, node_id: str, item: Any) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise remote_error(f"{remote_url} sent a feedback row of {node_id} that is not an object")
     revision, exit_code = item.get("solution_revision"), item.get("exit_code")
-    if (item.get("outcome") not in OUTCOMES or not _count(revision, lowest=1) or not isinstance(item.get("environment"), dict)
-            or not (exit_code is None or _count(exit_code, lowest=-MAX_INT - 1))):
+    if (
+        item.get("outcome") not in OUTCOMES
+        or not _count(revision, lowest=1)
+        or not isinstance(item.get("environment"), dict)
+        or not (exit_code is None or _count(exit_code, lowest=-MAX_INT - 1))
+    ):
         raise remote_error(f"{remote_url} sent a feedback row of {node_id} that is malformed")
     if not _timestamp(item.get("created_at")):
-        raise remote_error(f"{remote_url} sent a feedback row of {node_id} whose created_at is not a time like "
-                           "2026-05-01T12:00:00.000000Z")
+        raise remote_error(
+            f"{remote_url} sent a feedback row of {node_id} whose created_at is not a time like "
+            "2026-05-01T12:00:00.000000Z"
+        )
     return {
-        "node_id": node_id, "node_version": text("node_version"), "solution_id": text("solution_id", required=True),
-        "solution_revision": revision, "outcome": item["outcome"], "cluster": text("cluster", required=True),
-        "environment": canonical_json(item["environment"]), "agent_id": text("agent_id"), "model": text("model"),
-        "reason": text("reason"), "note": text("note"), "evidence_hash": text("evidence_hash"), "exit_code": exit_code,
+        "node_id": node_id,
+        "node_version": text("node_version"),
+        "solution_id": text("solution_id", required=True),
+        "solution_revision": revision,
+        "outcome": item["outcome"],
+        "cluster": text("cluster", required=True),
+        "environment": canonical_json(item["environment"]),
+        "agent_id": text("agent_id"),
+        "model": text("model"),
+        "reason": text("reason"),
+        "note": text("note"),
+        "evidence_hash": text("evidence_hash"),
+        "exit_code": exit_code,
         "created_at": item["created_at"],
         "proof": item["proof"] if item.get("proof") in PROOFS else "claimed",  # the team's mark, kept
     }
@@ -577,6 +740,15 @@ def _timestamp(value: Any) -> bool:
 
 
 def _row_dict(row: RevisionRow) -> dict[str, Any]:
-    return {"revision_id": row.revision_id, "revision": row.revision, "kind": row.kind, "version": row.version,
-            "agent_id": row.agent_id, "model": row.model, "summary": row.summary, "changes": row.changes,
-            "created_at": row.created_at, "agent_proof": row.agent_proof}
+    return {
+        "revision_id": row.revision_id,
+        "revision": row.revision,
+        "kind": row.kind,
+        "version": row.version,
+        "agent_id": row.agent_id,
+        "model": row.model,
+        "summary": row.summary,
+        "changes": row.changes,
+        "created_at": row.created_at,
+        "agent_proof": row.agent_proof,
+    }

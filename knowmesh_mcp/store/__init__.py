@@ -10,7 +10,6 @@ target.
 
 from pathlib import Path
 
-from knowmesh_mcp.store.interface import STARTER_CORPUS, meta_made_once
 from knowmesh_mcp.core.rows import (
     CandidateText,
     DuplicateRow,
@@ -25,6 +24,7 @@ from knowmesh_mcp.core.rows import (
     SyncedRevision,
     TermQuery,
 )
+from knowmesh_mcp.store.interface import STARTER_CORPUS, meta_made_once
 from knowmesh_mcp.store.sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -42,8 +42,28 @@ async def open_store(target: str | Path) -> Store:
         return await PostgresStore.open(str(target))  # type: ignore[return-value]
     return await Store.open(target)
 
+
 __all__ = [
-    "STARTER_CORPUS", "CandidateText", "DuplicateRow", "Edit", "Frequencies", "NewNode", "NodeRow", "RevisionRow", "SearchRow", "StatsRow", "Store", "SyncedHead",
-    "SyncedRevision", "TermQuery", "Writer", "consolidated_schema", "is_postgres", "migrations", "open_store",
-    "store_dir", "utc_now",
+    "STARTER_CORPUS",
+    "meta_made_once",
+    "CandidateText",
+    "DuplicateRow",
+    "Edit",
+    "Frequencies",
+    "NewNode",
+    "NodeRow",
+    "RevisionRow",
+    "SearchRow",
+    "StatsRow",
+    "Store",
+    "SyncedHead",
+    "SyncedRevision",
+    "TermQuery",
+    "Writer",
+    "consolidated_schema",
+    "is_postgres",
+    "migrations",
+    "open_store",
+    "store_dir",
+    "utc_now",
 ]

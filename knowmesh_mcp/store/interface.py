@@ -60,51 +60,225 @@ STARTER_CORPUS = "starter_corpus"
 # the search index (rebuilt by the target from the documents), write_counts (hourly limits).
 COPIED_TABLES: tuple[CopiedTable, ...] = (
     CopiedTable("meta", ("key", "value"), ("key",), mutable=("value",)),
-    CopiedTable("nodes", ("pk", "id", "ecosystem", "status", "title", "current_version", "current_revision", "has_answer",
-                          "signature_hash", "quoted_values", "created_at", "updated_at", "change_seq"),
-                ("id",), mutable=("status", "title", "current_version", "current_revision", "has_answer",
-                                  "signature_hash", "quoted_values", "updated_at", "change_seq"), identity="pk"),
+    CopiedTable(
+        "nodes",
+        (
+            "pk",
+            "id",
+            "ecosystem",
+            "status",
+            "title",
+            "current_version",
+            "current_revision",
+            "has_answer",
+            "signature_hash",
+            "quoted_values",
+            "created_at",
+            "updated_at",
+            "change_seq",
+        ),
+        ("id",),
+        mutable=(
+            "status",
+            "title",
+            "current_version",
+            "current_revision",
+            "has_answer",
+            "signature_hash",
+            "quoted_values",
+            "updated_at",
+            "change_seq",
+        ),
+        identity="pk",
+    ),
     CopiedTable("node_versions", ("version", "node_id", "document", "solution_revisions", "created_at"), ("version",)),
-    CopiedTable("article_revisions", ("revision_id", "node_id", "revision", "parent_revision", "kind", "version",
-                                      "agent_id", "model", "summary", "changes", "reverts_revision_id", "created_at",
-                                      "agent_proof"),
-                ("node_id", "revision"), numeric=("revision",)),
+    CopiedTable(
+        "article_revisions",
+        (
+            "revision_id",
+            "node_id",
+            "revision",
+            "parent_revision",
+            "kind",
+            "version",
+            "agent_id",
+            "model",
+            "summary",
+            "changes",
+            "reverts_revision_id",
+            "created_at",
+            "agent_proof",
+        ),
+        ("node_id", "revision"),
+        numeric=("revision",),
+    ),
     CopiedTable("undo_tokens", ("revision_id", "token_hash", "used_at"), ("revision_id",), mutable=("used_at",)),
-    CopiedTable("solution_revisions", ("node_id", "solution_id", "revision", "behavior_hash", "created_at"),
-                ("node_id", "solution_id", "revision"), numeric=("revision",)),
-    CopiedTable("node_stats", ("node_id", "solution_id", "solution_revision", "cluster", "solved", "failed", "sample_size",
-                               "success_score", "failure_state", "answer_state", "solved_agents", "failed_agents",
-                               "last_verified", "updated_at"),
-                ("node_id", "solution_id", "solution_revision", "cluster"), numeric=("solution_revision",),
-                mutable=("solved", "failed", "sample_size", "success_score", "failure_state", "answer_state",
-                         "solved_agents", "failed_agents", "last_verified", "updated_at")),
-    CopiedTable("feedback", ("id", "node_id", "node_version", "solution_id", "solution_revision", "outcome", "cluster",
-                             "environment", "agent_id", "model", "ip_hash", "reason", "note", "evidence_hash", "exit_code",
-                             "created_at", "proof"),
-                ("id",), numeric=("id",), identity="id"),
-    CopiedTable("failures", ("id", "node_id", "environment", "cluster", "summary", "steps", "reason", "agent_id", "model",
-                             "ip_hash", "created_at", "archived_at", "archived_by", "proof"),
-                ("id",), numeric=("id",), mutable=("archived_at", "archived_by"), identity="id"),
-    CopiedTable("dedupe_tasks", ("id", "node_id", "candidate_id", "reason", "created_by", "status", "canonical_id",
-                                 "created_at"),
-                ("id",), numeric=("id",), mutable=("status", "canonical_id"), identity="id"),
-    CopiedTable("dedupe_votes", ("task_id", "agent_id", "proof", "vote", "canonical_id", "created_at"),
-                ("task_id", "agent_id", "proof"), numeric=("task_id",)),
-    CopiedTable("service_issues", ("number", "title", "body", "details", "agent_id", "model", "ip_hash", "status",
-                                   "created_at", "proof", "resolution"),
-                ("number",), numeric=("number",), mutable=("status", "resolution"), identity="number"),
-    CopiedTable("agent_tokens", ("token_hash", "agent_id", "role", "created_at", "last_used_at", "revoked_at"),
-                ("token_hash",), mutable=("last_used_at", "revoked_at"), target_keeps=True),
-    CopiedTable("maintainer_actions", ("id", "action", "target", "detail", "note", "maintainer_id", "proof", "created_at"),
-                ("id",), numeric=("id",), identity="id"),
-    CopiedTable("node_redirects", ("node_id", "canonical_id", "action_id", "created_at"), ("node_id",),
-                mutable=("canonical_id",)),
+    CopiedTable(
+        "solution_revisions",
+        ("node_id", "solution_id", "revision", "behavior_hash", "created_at"),
+        ("node_id", "solution_id", "revision"),
+        numeric=("revision",),
+    ),
+    CopiedTable(
+        "node_stats",
+        (
+            "node_id",
+            "solution_id",
+            "solution_revision",
+            "cluster",
+            "solved",
+            "failed",
+            "sample_size",
+            "success_score",
+            "failure_state",
+            "answer_state",
+            "solved_agents",
+            "failed_agents",
+            "last_verified",
+            "updated_at",
+        ),
+        ("node_id", "solution_id", "solution_revision", "cluster"),
+        numeric=("solution_revision",),
+        mutable=(
+            "solved",
+            "failed",
+            "sample_size",
+            "success_score",
+            "failure_state",
+            "answer_state",
+            "solved_agents",
+            "failed_agents",
+            "last_verified",
+            "updated_at",
+        ),
+    ),
+    CopiedTable(
+        "feedback",
+        (
+            "id",
+            "node_id",
+            "node_version",
+            "solution_id",
+            "solution_revision",
+            "outcome",
+            "cluster",
+            "environment",
+            "agent_id",
+            "model",
+            "ip_hash",
+            "reason",
+            "note",
+            "evidence_hash",
+            "exit_code",
+            "created_at",
+            "proof",
+        ),
+        ("id",),
+        numeric=("id",),
+        identity="id",
+    ),
+    CopiedTable(
+        "failures",
+        (
+            "id",
+            "node_id",
+            "environment",
+            "cluster",
+            "summary",
+            "steps",
+            "reason",
+            "agent_id",
+            "model",
+            "ip_hash",
+            "created_at",
+            "archived_at",
+            "archived_by",
+            "proof",
+        ),
+        ("id",),
+        numeric=("id",),
+        mutable=("archived_at", "archived_by"),
+        identity="id",
+    ),
+    CopiedTable(
+        "dedupe_tasks",
+        ("id", "node_id", "candidate_id", "reason", "created_by", "status", "canonical_id", "created_at"),
+        ("id",),
+        numeric=("id",),
+        mutable=("status", "canonical_id"),
+        identity="id",
+    ),
+    CopiedTable(
+        "dedupe_votes",
+        ("task_id", "agent_id", "proof", "vote", "canonical_id", "created_at"),
+        ("task_id", "agent_id", "proof"),
+        numeric=("task_id",),
+    ),
+    CopiedTable(
+        "service_issues",
+        (
+            "number",
+            "title",
+            "body",
+            "details",
+            "agent_id",
+            "model",
+            "ip_hash",
+            "status",
+            "created_at",
+            "proof",
+            "resolution",
+        ),
+        ("number",),
+        numeric=("number",),
+        mutable=("status", "resolution"),
+        identity="number",
+    ),
+    CopiedTable(
+        "agent_tokens",
+        ("token_hash", "agent_id", "role", "created_at", "last_used_at", "revoked_at"),
+        ("token_hash",),
+        mutable=("last_used_at", "revoked_at"),
+        target_keeps=True,
+    ),
+    CopiedTable(
+        "maintainer_actions",
+        ("id", "action", "target", "detail", "note", "maintainer_id", "proof", "created_at"),
+        ("id",),
+        numeric=("id",),
+        identity="id",
+    ),
+    CopiedTable(
+        "node_redirects",
+        ("node_id", "canonical_id", "action_id", "created_at"),
+        ("node_id",),
+        mutable=("canonical_id",),
+    ),
     CopiedTable("sync_state", ("remote", "cursor", "synced_at"), ("remote",), mutable=("cursor", "synced_at")),
-    CopiedTable("synced_nodes", ("remote", "node_id", "revision", "evidence_after"), ("remote", "node_id"),
-                mutable=("revision", "evidence_after")),
-    CopiedTable("sync_conflicts", ("id", "remote", "node_id", "base_revision", "remote_revision", "local_revisions",
-                                   "both_changed", "kept_revision", "created_at"),
-                ("id",), numeric=("id",), mutable=("kept_revision",), identity="id"),
+    CopiedTable(
+        "synced_nodes",
+        ("remote", "node_id", "revision", "evidence_after"),
+        ("remote", "node_id"),
+        mutable=("revision", "evidence_after"),
+    ),
+    CopiedTable(
+        "sync_conflicts",
+        (
+            "id",
+            "remote",
+            "node_id",
+            "base_revision",
+            "remote_revision",
+            "local_revisions",
+            "both_changed",
+            "kept_revision",
+            "created_at",
+        ),
+        ("id",),
+        numeric=("id",),
+        mutable=("kept_revision",),
+        identity="id",
+    ),
     CopiedTable("moved_revisions", ("revision_id", "conflict_id"), ("revision_id",)),
 )
 _COPIED = {table.name: table for table in COPIED_TABLES}
@@ -134,12 +308,13 @@ def copied_table(name: str) -> CopiedTable:
 class Writer(Protocol):
     """One write transaction: everything it does commits together, or nothing does."""
 
-    async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
+    async def add_dedupe_vote(
+        self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None
+    ) -> None:
         """Raises `DuplicateRow` when this agent (so proven) already voted on the task."""
         ...
 
-    async def add_token(self, token_hash: str, agent_id: str, role: str) -> None:
-        ...
+    async def add_token(self, token_hash: str, agent_id: str, role: str) -> None: ...
 
     async def apply_edit(self, edit: Edit) -> str:
         """Publish an edit: new current version, its revision, undo token and index rows. Returns the time."""
@@ -150,15 +325,13 @@ class Writer(Protocol):
         Not its index rows: a sync writes a page's at once (`write_search_rows`)."""
         ...
 
-    async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
-        ...
+    async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None: ...
 
     async def count_write(self, subject: str, hour: str) -> int:
         """Count one accepted submission of `subject` in `hour` (older hours are forgotten); returns the hour's count."""
         ...
 
-    async def current_revision(self, node_id: str) -> int:
-        ...
+    async def current_revision(self, node_id: str) -> int: ...
 
     async def dedupe_canonical(self, task_id: int) -> str | None:
         """The node two `same` votes agreed to keep (set when the task was flagged)."""
@@ -168,8 +341,7 @@ class Writer(Protocol):
         """(node, candidate, status) of one task."""
         ...
 
-    async def dedupe_task_for(self, first: str, second: str) -> int | None:
-        ...
+    async def dedupe_task_for(self, first: str, second: str) -> int | None: ...
 
     async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
         """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
@@ -183,12 +355,13 @@ class Writer(Protocol):
         """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven reports (no token, on a server with auth on) are left out: kept and listed, they move no state at all, or one forged `solved` could show a known_failed answer again."""
         ...
 
-    async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
-        ...
+    async def insert_dedupe_task(
+        self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None
+    ) -> int: ...
 
-    async def insert_maintainer_action(self, action: str, target: str, detail: dict[str, Any], note: str | None,
-                                       maintainer_id: str, proof: str) -> int:
-        ...
+    async def insert_maintainer_action(
+        self, action: str, target: str, detail: dict[str, Any], note: str | None, maintainer_id: str, proof: str
+    ) -> int: ...
 
     async def insert_nodes(self, nodes: Sequence[NewNode]) -> None:
         """Insert new nodes with their first version, revision 1, solution revisions and index rows."""
@@ -206,11 +379,15 @@ class Writer(Protocol):
         """Feedback rows copied from a remote; one an agent already gave here is kept once. Returns how many."""
         ...
 
-    async def issue_status(self, number: int) -> str | None:
-        ...
+    async def issue_status(self, number: int) -> str | None: ...
 
-    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
-                             conflict: dict[str, Any]) -> int:
+    async def move_revisions(
+        self,
+        node_id: str,
+        revision_ids: Sequence[str],
+        keep_solution_revisions: dict[str, int],
+        conflict: dict[str, Any],
+    ) -> int:
         """Move local revisions into a new sync_conflicts row (documents included) and out of history, with the solution revision numbers only they used (the remote's take those numbers)."""
         ...
 
@@ -226,42 +403,35 @@ class Writer(Protocol):
         """(id, environment) of the node's failed attempts not yet archived."""
         ...
 
-    async def redirect(self, node_id: str) -> str | None:
-        ...
+    async def redirect(self, node_id: str) -> str | None: ...
 
-    async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None:
-        ...
+    async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None: ...
 
-    async def resolve_issue(self, number: int, status: str, resolution: dict[str, Any]) -> None:
-        ...
+    async def resolve_issue(self, number: int, status: str, resolution: dict[str, Any]) -> None: ...
 
-    async def revision(self, revision_id: str) -> RevisionRow | None:
-        ...
+    async def revision(self, revision_id: str) -> RevisionRow | None: ...
 
-    async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]:
-        ...
+    async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]: ...
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
-        ...
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]: ...
 
     async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
         """Revoke the agent's live tokens (with `token_id`, only the one whose hash starts with it)."""
         ...
 
-    async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
-        ...
+    async def set_conflict_kept(self, conflict_id: int, revision: int) -> None: ...
 
-    async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None:
-        ...
+    async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None: ...
 
-    async def set_evidence_synced(self, remote: str, node_id: str, after: int) -> None:
-        ...
+    async def set_evidence_synced(self, remote: str, node_id: str, after: int) -> None: ...
 
-    async def delete_meta(self, key: str) -> None:
-        ...
+    async def delete_meta(self, key: str) -> None: ...
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`, read in this transaction."""
         ...
 
@@ -273,8 +443,7 @@ class Writer(Protocol):
         """Set the `mutable` columns of existing rows (whole rows, matched by key) of one `COPIED_TABLES` table."""
         ...
 
-    async def set_meta(self, key: str, value: str) -> None:
-        ...
+    async def set_meta(self, key: str, value: str) -> None: ...
 
     async def set_node_status(self, node_id: str, status: str) -> None:
         """A maintainer's status change; the node moves to the end of the change feed."""
@@ -284,11 +453,9 @@ class Writer(Protocol):
         """(signature_hash, node_id) pairs, for recomputing derived hashes after a normalizer change."""
         ...
 
-    async def set_sync_cursor(self, remote: str, cursor: str) -> None:
-        ...
+    async def set_sync_cursor(self, remote: str, cursor: str) -> None: ...
 
-    async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
-        ...
+    async def set_synced(self, remote: str, node_id: str, revision: int) -> None: ...
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         """{(signature hash, quoted values): the first node id, in id order, holding both} for the keys
@@ -307,8 +474,7 @@ class Writer(Protocol):
         """Move a node to the end of the change feed (new evidence), leaving its content alone."""
         ...
 
-    async def touch_token(self, token_hash: str, at: str) -> None:
-        ...
+    async def touch_token(self, token_hash: str, at: str) -> None: ...
 
     async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
         """(token hash, used_at) of a revision's undo token."""
@@ -349,40 +515,45 @@ class Store(Protocol):
         written after `seq`, in write order."""
         ...
 
-    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
+    async def channel_matches(
+        self,
+        hashes: Sequence[str],
+        quoted: Sequence[str],
+        signature_limit: int,
+        queries: Sequence[TermQuery],
+        family_limit: int = 0,
+    ) -> list[tuple[str, int, str | None, str]]:
         """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         With `family_limit`, a `family` channel too: the lowest-pk `family_limit` generic nodes
         (`specific` 0) sharing a signature hash with a specific node a term channel found."""
         ...
 
-    async def close(self) -> None:
-        ...
+    async def close(self) -> None: ...
 
-    async def count_changes_after(self, seq: int) -> int:
-        ...
+    async def count_changes_after(self, seq: int) -> int: ...
 
     async def count_rows(self, table: str) -> int:
         """How many rows one `COPIED_TABLES` table holds."""
         ...
 
-    async def count_nodes(self) -> int:
-        ...
+    async def count_nodes(self) -> int: ...
 
-    async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]:
-        ...
+    async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]: ...
 
     async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
         """The document an article revision published."""
         ...
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`: what a copy reads."""
         ...
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+    async def document_frequencies(
+        self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()
+    ) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
         of `heads` in title or signature (absent ones are left out), and `indexed_node_count` (BM25's N)
         read with them."""
@@ -408,11 +579,9 @@ class Store(Protocol):
         """A node's feedback rows after id `after`, without the address hash: what a sync copies."""
         ...
 
-    async def get_meta(self, key: str) -> str | None:
-        ...
+    async def get_meta(self, key: str) -> str | None: ...
 
-    async def get_node(self, node_id: str) -> NodeRow | None:
-        ...
+    async def get_node(self, node_id: str) -> NodeRow | None: ...
 
     async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
         """A node with its node_stats rows and its count of failed attempts, in one round trip."""
@@ -422,8 +591,7 @@ class Store(Protocol):
         """{id: node} of those ids that exist, in one round trip."""
         ...
 
-    async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
-        ...
+    async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]: ...
 
     async def get_nodes_with_stats_by_pk(self, pks: Sequence[int]) -> list[tuple[NodeRow, list[StatsRow]]]:
         """The nodes of `pks` (in that order, absent ones left out), each with its node_stats rows: what
@@ -446,9 +614,7 @@ class Store(Protocol):
         """(document, status, version) of every node in id order."""
         yield  # an async generator, as the backends' are
 
-    async def list_nodes(
-        self, *, ecosystem: str | None, after_id: str | None, limit: int
-    ) -> list[NodeRow]:
+    async def list_nodes(self, *, ecosystem: str | None, after_id: str | None, limit: int) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
         ...
 
@@ -464,15 +630,15 @@ class Store(Protocol):
         """The latest article revision that published `version`."""
         ...
 
-    async def revisions(self, node_id: str) -> list[RevisionRow]:
-        ...
+    async def revisions(self, node_id: str) -> list[RevisionRow]: ...
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
         ...
 
-    async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        ...
+    async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]: ...
 
     async def stale_nodes(self, before: str, limit: int) -> list[tuple[Any, ...]]:
         """Answered nodes never verified, or last verified before `before`."""
@@ -482,11 +648,9 @@ class Store(Protocol):
         """{node id: its node_stats rows} (nodes without evidence are absent)."""
         ...
 
-    async def sync_conflicts(self, node_id: str | None = None) -> list[dict[str, Any]]:
-        ...
+    async def sync_conflicts(self, node_id: str | None = None) -> list[dict[str, Any]]: ...
 
-    async def sync_cursor(self, remote: str) -> str | None:
-        ...
+    async def sync_cursor(self, remote: str) -> str | None: ...
 
     async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """{node id: (the last revision known identical here and on `remote`, i.e. the merge base; the remote's last feedback id copied here)} of the nodes synced before."""
@@ -500,8 +664,7 @@ class Store(Protocol):
         """Every token's agent, role and dates (never the hash), oldest first."""
         ...
 
-    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]:
-        ...
+    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]: ...
 
     def write(self) -> AbstractAsyncContextManager[Writer]:
         """One write transaction: all of it commits, or none of it does."""
@@ -511,4 +674,3 @@ class Store(Protocol):
         """What an import's write transactions run inside: a backend may put off index upkeep that
         is cheaper done once, at the end."""
         ...
-

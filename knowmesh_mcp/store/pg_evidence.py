@@ -61,7 +61,8 @@ class EvidenceReads:
         rows = await self._fetchall(
             """SELECT substr(token_hash, 1, %s), agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens
                ORDER BY created_at COLLATE "C", agent_id COLLATE "C", token_hash COLLATE "C"
-            """, (TOKEN_ID_LENGTH,)
+            """,
+            (TOKEN_ID_LENGTH,),
         )
         return [dict(zip(TOKEN_FIELDS, row)) for row in rows]
 
@@ -96,9 +97,19 @@ class EvidenceReads:
             (node_id,),
         )
         return [
-            {"id": r[0], "environment": json.loads(r[1]), "cluster": r[2], "summary": r[3], "steps": json.loads(r[4]),
-             "reason": r[5], "agent": agent_object({"id": r[6], "model": r[7]}, r[11]), "created_at": r[8],
-             "archived": r[9] is not None, "archived_at": r[9], "archived_by_revision": r[10]}
+            {
+                "id": r[0],
+                "environment": json.loads(r[1]),
+                "cluster": r[2],
+                "summary": r[3],
+                "steps": json.loads(r[4]),
+                "reason": r[5],
+                "agent": agent_object({"id": r[6], "model": r[7]}, r[11]),
+                "created_at": r[8],
+                "archived": r[9] is not None,
+                "archived_at": r[9],
+                "archived_by_revision": r[10],
+            }
             for r in rows
         ]
 
@@ -170,8 +181,19 @@ class EvidenceReads:
                ORDER BY t.id LIMIT %(limit)s""",
             {"status": status, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"task_id": r[0], "node": r[1], "candidate": r[2], "reason": r[3], "status": r[4], "canonical_id": r[5],
-                 "created_at": r[6], "votes": {"same": r[7], "different": r[8]}} for r in rows]
+        return [
+            {
+                "task_id": r[0],
+                "node": r[1],
+                "candidate": r[2],
+                "reason": r[3],
+                "status": r[4],
+                "canonical_id": r[5],
+                "created_at": r[6],
+                "votes": {"same": r[7], "different": r[8]},
+            }
+            for r in rows
+        ]
 
     async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = await self._fetchall(
@@ -179,8 +201,19 @@ class EvidenceReads:
                WHERE (%(number)s::bigint IS NULL OR number = %(number)s::bigint) ORDER BY number DESC LIMIT %(limit)s""",
             {"number": number, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"number": r[0], "title": r[1], "body": r[2], **json.loads(r[3]), "agent": r[4], "status": r[5],
-                 "created_at": r[6], **({"resolution": json.loads(r[7])} if r[7] else {})} for r in rows]
+        return [
+            {
+                "number": r[0],
+                "title": r[1],
+                "body": r[2],
+                **json.loads(r[3]),
+                "agent": r[4],
+                "status": r[5],
+                "created_at": r[6],
+                **({"resolution": json.loads(r[7])} if r[7] else {}),
+            }
+            for r in rows
+        ]
 
     async def maintainer_actions(self, target: str | None, after: int, limit: int) -> list[dict[str, Any]]:
         """The audit log (optionally of one node or issue), oldest first, after action id `after`."""
@@ -190,8 +223,19 @@ class EvidenceReads:
                ORDER BY id LIMIT %(limit)s""",
             {"target": target, "after": after, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"id": r[0], "action": r[1], "target": r[2], **json.loads(r[3]), "note": r[4],
-                 "maintainer": {"id": r[5], "proven": True}, "proof": r[6], "created_at": r[7]} for r in rows]
+        return [
+            {
+                "id": r[0],
+                "action": r[1],
+                "target": r[2],
+                **json.loads(r[3]),
+                "note": r[4],
+                "maintainer": {"id": r[5], "proven": True},
+                "proof": r[6],
+                "created_at": r[7],
+            }
+            for r in rows
+        ]
 
     # -- health ------------------------------------------------------------------------------
 
@@ -202,25 +246,36 @@ class EvidenceReads:
         no `PRAGMA quick_check`; `integrity` is "ok" unless the one cheap consistency check the
         database cannot enforce by itself fails: every node's current version exists.
         """
-        (schema, nodes, indexed, unreadable), = await self._fetchall(
+        ((schema, nodes, indexed, unreadable),) = await self._fetchall(
             """SELECT (SELECT coalesce(max(version), 0) FROM schema_migrations), (SELECT count(*) FROM nodes),
                       (SELECT count(*) FROM node_index),
                       (SELECT count(*) FROM nodes n
                        WHERE NOT EXISTS (SELECT 1 FROM node_versions v WHERE v.version = n.current_version))"""
         )
-        tokens = dict(await self._fetchall(
-            "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"))  # type: ignore[arg-type]
+        tokens = dict(
+            await self._fetchall("SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role")
+        )  # type: ignore[arg-type]
         syncs = await self._fetchall('SELECT remote, synced_at FROM sync_state ORDER BY remote COLLATE "C"')
-        meta = dict(await self._fetchall(
-            "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))  # type: ignore[arg-type]
+        meta = dict(
+            await self._fetchall(
+                "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"
+            )
+        )  # type: ignore[arg-type]
         integrity = "ok" if not unreadable else f"{unreadable} node(s) without their current version"
         from knowmesh_mcp.store.postgres import migrations
 
-        return {"schema_version": int(schema), "latest_schema_version": max(n for n, _, _ in migrations()),
-                "backend": "postgresql", "nodes": int(nodes), "indexed_nodes": int(indexed),
-                "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
-                "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs], "integrity": integrity,
-                "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version")}
+        return {
+            "schema_version": int(schema),
+            "latest_schema_version": max(n for n, _, _ in migrations()),
+            "backend": "postgresql",
+            "nodes": int(nodes),
+            "indexed_nodes": int(indexed),
+            "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
+            "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs],
+            "integrity": integrity,
+            "normalizer_version": meta.get("normalizer_version"),
+            "search_index_version": meta.get("search_index_version"),
+        }
 
 
 class EvidenceWrites:
@@ -261,19 +316,23 @@ class EvidenceWrites:
         columns = ", ".join(row)
         marks = ", ".join(["%s"] * len(row))
         async with self._unique():
-            rows = await self._all(f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING {ROW_KEYS[table]}",
-                                   list(row.values()))
+            rows = await self._all(
+                f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING {ROW_KEYS[table]}", list(row.values())
+            )
         return int(rows[0][0])
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
         """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are
         evidence on a node (unproven reports left out), in SQLite's index order."""
-        return [tuple(row) for row in await self._all(  # type: ignore[misc]
-            """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
+        return [
+            tuple(row)
+            for row in await self._all(  # type: ignore[misc]
+                """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
                FROM feedback WHERE node_id = %s AND proof <> 'unproven'
                ORDER BY solution_id COLLATE "C", solution_revision, cluster COLLATE "C", created_at COLLATE "C", id""",
-            (node_id,),
-        )]
+                (node_id,),
+            )
+        ]
 
     async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None:
         await self._all("DELETE FROM node_stats WHERE node_id = %s", (node_id,))
@@ -282,21 +341,40 @@ class EvidenceWrites:
             """INSERT INTO node_stats (node_id, solution_id, solution_revision, cluster, solved, failed, sample_size,
                    success_score, failure_state, answer_state, solved_agents, failed_agents, last_verified, updated_at)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(node_id, r.solution_id, r.solution_revision, r.cluster, r.solved, r.failed, r.sample_size,
-              r.success_score, r.failure_state, r.answer_state, r.solved_agents, r.failed_agents, r.last_verified,
-              now) for r in rows],
+            [
+                (
+                    node_id,
+                    r.solution_id,
+                    r.solution_revision,
+                    r.cluster,
+                    r.solved,
+                    r.failed,
+                    r.sample_size,
+                    r.success_score,
+                    r.failure_state,
+                    r.answer_state,
+                    r.solved_agents,
+                    r.failed_agents,
+                    r.last_verified,
+                    now,
+                )
+                for r in rows
+            ],
         )
 
     async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
         """(id, environment) of the node's failed attempts not yet archived."""
         rows = await self._all(
-            "SELECT id, environment FROM failures WHERE node_id = %s AND archived_at IS NULL ORDER BY id", (node_id,))
+            "SELECT id, environment FROM failures WHERE node_id = %s AND archived_at IS NULL ORDER BY id", (node_id,)
+        )
         return [(row[0], json.loads(row[1])) for row in rows]
 
     async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
         if ids:
-            await self._all("UPDATE failures SET archived_at = %s, archived_by = %s WHERE id = ANY(%s)",
-                            (utc_now(), revision_id, list(ids)))
+            await self._all(
+                "UPDATE failures SET archived_at = %s, archived_by = %s WHERE id = ANY(%s)",
+                (utc_now(), revision_id, list(ids)),
+            )
 
     async def count_write(self, subject: str, hour: str) -> int:
         """Count one accepted submission of `subject` in `hour` (older hours are forgotten); returns the hour's count."""
@@ -323,7 +401,9 @@ class EvidenceWrites:
         )
         return int(rows[0][0]) if rows else None
 
-    async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
+    async def insert_dedupe_task(
+        self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None
+    ) -> int:
         async with self._unique():
             rows = await self._all(
                 """INSERT INTO dedupe_tasks (node_id, candidate_id, reason, created_by, status, created_at)
@@ -332,7 +412,9 @@ class EvidenceWrites:
             )
         return int(rows[0][0])
 
-    async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
+    async def add_dedupe_vote(
+        self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None
+    ) -> None:
         """Raises `DuplicateRow` when this agent (so proven) already voted on the task."""
         async with self._unique():
             await self._all(
@@ -343,12 +425,15 @@ class EvidenceWrites:
 
     async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
         """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
-        return [tuple(r) for r in await self._all(  # type: ignore[misc]
-            """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = %s
+        return [
+            tuple(r)
+            for r in await self._all(  # type: ignore[misc]
+                """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = %s
                ORDER BY created_at COLLATE "C", agent_id COLLATE "C"
             """,
-            (task_id,),
-        )]
+                (task_id,),
+            )
+        ]
 
     async def dedupe_canonical(self, task_id: int) -> str | None:
         """The node two `same` votes agreed to keep (set when the task was flagged)."""
@@ -356,8 +441,9 @@ class EvidenceWrites:
         return rows[0][0] if rows else None
 
     async def set_dedupe_status(self, task_id: int, status: str, canonical_id: str | None) -> None:
-        await self._all("UPDATE dedupe_tasks SET status = %s, canonical_id = %s WHERE id = %s",
-                        (status, canonical_id, task_id))
+        await self._all(
+            "UPDATE dedupe_tasks SET status = %s, canonical_id = %s WHERE id = %s", (status, canonical_id, task_id)
+        )
 
     # -- meta --------------------------------------------------------------------------------
 
@@ -391,12 +477,21 @@ class EvidenceWrites:
 
     # -- maintainers and issues --------------------------------------------------------------
 
-    async def insert_maintainer_action(self, action: str, target: str, detail: dict[str, Any], note: str | None,
-                                       maintainer_id: str, proof: str) -> int:
+    async def insert_maintainer_action(
+        self, action: str, target: str, detail: dict[str, Any], note: str | None, maintainer_id: str, proof: str
+    ) -> int:
         rows = await self._all(
             """INSERT INTO maintainer_actions (action, target, detail, note, maintainer_id, proof, created_at)
                VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id""",
-            (action, target, json.dumps(detail, ensure_ascii=False, sort_keys=True), note, maintainer_id, proof, utc_now()),
+            (
+                action,
+                target,
+                json.dumps(detail, ensure_ascii=False, sort_keys=True),
+                note,
+                maintainer_id,
+                proof,
+                utc_now(),
+            ),
         )
         return int(rows[0][0])
 
@@ -415,7 +510,7 @@ class EvidenceWrites:
     async def insert_synced_feedback(self, rows: Sequence[dict[str, Any]]) -> int:
         """Feedback rows copied from a remote; one an agent already gave here is kept once. Returns how many."""
         return await self._executemany(
-            f"""INSERT INTO feedback ({', '.join(FEEDBACK_COLUMNS)}) VALUES ({', '.join(['%s'] * len(FEEDBACK_COLUMNS))})
+            f"""INSERT INTO feedback ({", ".join(FEEDBACK_COLUMNS)}) VALUES ({", ".join(["%s"] * len(FEEDBACK_COLUMNS))})
                 ON CONFLICT DO NOTHING""",
             [[row[column] for column in FEEDBACK_COLUMNS] for row in rows],
         )

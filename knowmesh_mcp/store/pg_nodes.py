@@ -18,8 +18,18 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from knowmesh_mcp.core.rows import (
+    DuplicateRow,
+    Edit,
+    NewNode,
+    NodeRow,
+    RevisionRow,
+    SearchRow,
+    StatsRow,
+    SyncedHead,
+    SyncedRevision,
+)
 from knowmesh_mcp.store.interface import CopiedTable, copied_table
-from knowmesh_mcp.core.rows import DuplicateRow, Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow, SyncedHead, SyncedRevision
 from knowmesh_mcp.store.shared import listing_conditions
 from knowmesh_mcp.store.sqlite import (
     NODE_COLUMNS,
@@ -60,10 +70,34 @@ def copy_keys(table: CopiedTable) -> str:
 
 def _stats_values(values: Sequence[Any]) -> list[Any]:
     """One stats array read back from JSON with SQLite's types (JSON has no float/int distinction)."""
-    (solution_id, solution_revision, cluster, solved, failed, sample_size, success_score, failure_state,
-     answer_state, solved_agents, failed_agents, last_verified) = values
-    return [solution_id, int(solution_revision), cluster, float(solved), float(failed), int(sample_size),
-            float(success_score), failure_state, answer_state, int(solved_agents), int(failed_agents), last_verified]
+    (
+        solution_id,
+        solution_revision,
+        cluster,
+        solved,
+        failed,
+        sample_size,
+        success_score,
+        failure_state,
+        answer_state,
+        solved_agents,
+        failed_agents,
+        last_verified,
+    ) = values
+    return [
+        solution_id,
+        int(solution_revision),
+        cluster,
+        float(solved),
+        float(failed),
+        int(sample_size),
+        float(success_score),
+        failure_state,
+        answer_state,
+        int(solved_agents),
+        int(failed_agents),
+        last_verified,
+    ]
 
 
 def _stats_json(rows: Sequence[Sequence[Any]]) -> str:
@@ -141,9 +175,7 @@ class NodeReads:
         )
         return int(rows[0][0] or 1)
 
-    async def list_nodes(
-        self, *, ecosystem: str | None, after_id: str | None, limit: int
-    ) -> list[NodeRow]:
+    async def list_nodes(self, *, ecosystem: str | None, after_id: str | None, limit: int) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
         where, params = listing_conditions(ecosystem, after_id, mark="%s", node_id='n.id COLLATE "C"')
         rows = await self._fetchall(
@@ -196,7 +228,9 @@ class NodeReads:
                 FROM nodes n WHERE n.change_seq > %s ORDER BY n.change_seq LIMIT %s""",
             (seq, limit),
         )
-        return [(int(row[0]), *row[1:8], int(row[8]), _stats_json(row[9]), int(row[10]), row[11], row[12]) for row in rows]
+        return [
+            (int(row[0]), *row[1:8], int(row[8]), _stats_json(row[9]), int(row[10]), row[11], row[12]) for row in rows
+        ]
 
     async def revisions(self, node_id: str) -> list[RevisionRow]:
         rows = await self._fetchall(
@@ -204,9 +238,13 @@ class NodeReads:
         )
         return [_revision_row(row) for row in rows]
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
-        return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+        return [
+            _revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))
+        ]
 
     async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """{node id: (the last revision known identical here and on `remote`, i.e. the merge base;
@@ -229,10 +267,26 @@ class NodeReads:
                       created_at FROM sync_conflicts WHERE %s::text IS NULL OR node_id = %s::text ORDER BY id""",
             (node_id, node_id),
         )
-        keys = ("id", "remote", "node_id", "base_revision", "remote_revision", "local_revisions", "both_changed",
-                "kept_revision", "created_at")
-        return [{**dict(zip(keys, row)), "id": int(row[0]), "local_revisions": json.loads(row[5]),
-                 "both_changed": json.loads(row[6])} for row in rows]
+        keys = (
+            "id",
+            "remote",
+            "node_id",
+            "base_revision",
+            "remote_revision",
+            "local_revisions",
+            "both_changed",
+            "kept_revision",
+            "created_at",
+        )
+        return [
+            {
+                **dict(zip(keys, row)),
+                "id": int(row[0]),
+                "local_revisions": json.loads(row[5]),
+                "both_changed": json.loads(row[6]),
+            }
+            for row in rows
+        ]
 
     async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
         """The document an article revision published."""
@@ -271,8 +325,9 @@ class NodeReads:
         rows = await self._fetchall(f"SELECT count(*) FROM {copied_table(table).name}")
         return int(rows[0][0])
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`: what a copy reads."""
         spec = copied_table(table)
         sql, params = copy_select(spec, after, until, copy_keys(spec), "%s")
@@ -286,13 +341,13 @@ class NodeWrites:
     _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
 
     if TYPE_CHECKING:  # the search index's (pg_search.SearchWrites); every node write calls it
+
         async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None: ...
 
     async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             async with self.connection.cursor() as cursor:
                 await cursor.executemany(sql, rows)
-
 
     async def _update_node(self, node_id: str, sets: str, values: Sequence[Any] = ()) -> None:
         """Set `sets` ("column = %s, ..." with `values`) on a node and move it to the end of the change feed."""
@@ -315,7 +370,9 @@ class NodeWrites:
         return [_revision_row(row) for row in rows]
 
     async def revision(self, revision_id: str) -> RevisionRow | None:
-        rows = await self._all(f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = %s", (revision_id,))
+        rows = await self._all(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = %s", (revision_id,)
+        )
         return _revision_row(rows[0]) if rows else None
 
     async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:
@@ -364,8 +421,15 @@ class NodeWrites:
             edit.node_id,
             """title = %s, current_version = %s, current_revision = %s, has_answer = %s,
                signature_hash = %s, quoted_values = %s, updated_at = %s""",
-            (edit.title, edit.version, edit.revision, int(edit.has_answer), edit.signature_hash,
-             json.dumps(edit.quoted_values, ensure_ascii=False), now),
+            (
+                edit.title,
+                edit.version,
+                edit.revision,
+                int(edit.has_answer),
+                edit.signature_hash,
+                json.dumps(edit.quoted_values, ensure_ascii=False),
+                now,
+            ),
         )
         await self.connection.execute(
             """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
@@ -374,11 +438,25 @@ class NodeWrites:
         )
         await self.connection.execute(
             f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES ({REVISION_MARKS})",
-            (edit.revision_id, edit.node_id, edit.revision, edit.revision - 1, edit.kind, edit.version,
-             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now, edit.agent_proof),
+            (
+                edit.revision_id,
+                edit.node_id,
+                edit.revision,
+                edit.revision - 1,
+                edit.kind,
+                edit.version,
+                edit.agent_id,
+                edit.model,
+                edit.summary,
+                edit.changes_json,
+                edit.reverts_revision_id,
+                now,
+                edit.agent_proof,
+            ),
         )
         await self.connection.execute(
-            "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (%s, %s)", (edit.revision_id, edit.undo_token_hash)
+            "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (%s, %s)",
+            (edit.revision_id, edit.undo_token_hash),
         )
         await self._many(
             """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
@@ -404,7 +482,9 @@ class NodeWrites:
             return {}
         rows = await self._all(
             """SELECT n.id, v.document FROM nodes n JOIN node_versions v ON v.version = n.current_version
-               WHERE n.id = ANY(%s::text[])""", (list(ids),))
+               WHERE n.id = ANY(%s::text[])""",
+            (list(ids),),
+        )
         return {row[0]: json.loads(row[1]) for row in rows}
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
@@ -419,32 +499,74 @@ class NodeWrites:
         if not nodes:
             return
         now = utc_now()
-        ((last_seq,),) = await self._all(
-            "UPDATE change_counter SET value = value + %s RETURNING value", (len(nodes),)
-        )
+        ((last_seq,),) = await self._all("UPDATE change_counter SET value = value + %s RETURNING value", (len(nodes),))
         first_seq = int(last_seq) - len(nodes) + 1
         await self._copy(
-            "nodes", """id, ecosystem, status, title, current_version, current_revision, has_answer, signature_hash,
+            "nodes",
+            """id, ecosystem, status, title, current_version, current_revision, has_answer, signature_hash,
                         quoted_values, created_at, updated_at, change_seq""",
-            ((n.id, n.ecosystem, n.status, n.title, n.version, 1, int(n.has_answer), n.signature_hash,
-              json.dumps(n.quoted_values, ensure_ascii=False), now, now, first_seq + i) for i, n in enumerate(nodes)),
+            (
+                (
+                    n.id,
+                    n.ecosystem,
+                    n.status,
+                    n.title,
+                    n.version,
+                    1,
+                    int(n.has_answer),
+                    n.signature_hash,
+                    json.dumps(n.quoted_values, ensure_ascii=False),
+                    now,
+                    now,
+                    first_seq + i,
+                )
+                for i, n in enumerate(nodes)
+            ),
         )
-        stored = {version for (version,) in await self._all(
-            "SELECT version FROM node_versions WHERE version = ANY (%s::text[])", [[n.version for n in nodes]])}
+        stored = {
+            version
+            for (version,) in await self._all(
+                "SELECT version FROM node_versions WHERE version = ANY (%s::text[])", [[n.version for n in nodes]]
+            )
+        }
         await self._copy(
-            "node_versions", "version, node_id, document, solution_revisions, created_at",
-            ((n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now)
-             for n in {n.version: n for n in nodes if n.version not in stored}.values()),
+            "node_versions",
+            "version, node_id, document, solution_revisions, created_at",
+            (
+                (n.version, n.id, n.document_json, json.dumps(n.solution_revisions), now)
+                for n in {n.version: n for n in nodes if n.version not in stored}.values()
+            ),
         )
         await self._copy(
-            "article_revisions", """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model,
+            "article_revisions",
+            """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model,
                                     summary, changes, created_at, agent_proof""",
-            ((n.revision_id, n.id, 1, None, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now,
-              n.agent_proof) for n in nodes),
+            (
+                (
+                    n.revision_id,
+                    n.id,
+                    1,
+                    None,
+                    n.kind,
+                    n.version,
+                    n.agent_id,
+                    n.model,
+                    n.summary,
+                    n.changes_json,
+                    now,
+                    n.agent_proof,
+                )
+                for n in nodes
+            ),
         )
         await self._copy(
-            "solution_revisions", "node_id, solution_id, revision, behavior_hash, created_at",
-            ((n.id, sid, n.solution_revisions[sid], digest, now) for n in nodes for sid, digest in n.solution_hashes.items()),
+            "solution_revisions",
+            "node_id, solution_id, revision, behavior_hash, created_at",
+            (
+                (n.id, sid, n.solution_revisions[sid], digest, now)
+                for n in nodes
+                for sid, digest in n.solution_hashes.items()
+            ),
         )
         await self.write_search_rows([(n.id, n.index) for n in nodes], fresh=True)
 
@@ -454,7 +576,9 @@ class NodeWrites:
 
     # -- sync -------------------------------------------------------------------------------
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         return [_revision_with_document(row) for row in await self._all(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
 
     async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
@@ -476,8 +600,13 @@ class NodeWrites:
             (remote, cursor, utc_now()),
         )
 
-    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
-                             conflict: dict[str, Any]) -> int:
+    async def move_revisions(
+        self,
+        node_id: str,
+        revision_ids: Sequence[str],
+        keep_solution_revisions: dict[str, int],
+        conflict: dict[str, Any],
+    ) -> int:
         """Move local revisions into a new sync_conflicts row (documents included) and out of history,
         with the solution revision numbers only they used (the remote's take those numbers)."""
         row = {**conflict, "node_id": node_id, "created_at": utc_now()}  # column names: the caller's constants
@@ -487,8 +616,9 @@ class NodeWrites:
         )
         conflict_id = int(conflict_id)
         ids = [(revision_id,) for revision_id in revision_ids]
-        await self._many("INSERT INTO moved_revisions (revision_id, conflict_id) VALUES (%s, %s)",
-                         [(i, conflict_id) for (i,) in ids])
+        await self._many(
+            "INSERT INTO moved_revisions (revision_id, conflict_id) VALUES (%s, %s)", [(i, conflict_id) for (i,) in ids]
+        )
         await self._many("UPDATE failures SET archived_at = NULL, archived_by = NULL WHERE archived_by = %s", ids)
         await self._many("DELETE FROM undo_tokens WHERE revision_id = %s", ids)
         for solution_id, revision in await self._all(
@@ -500,14 +630,16 @@ class NodeWrites:
                     (node_id, solution_id, revision),
                 )
         # One statement: moved revisions may refer to each other.
-        await self.connection.execute("DELETE FROM article_revisions WHERE revision_id = ANY(%s::text[])",
-                                      (list(revision_ids),))
+        await self.connection.execute(
+            "DELETE FROM article_revisions WHERE revision_id = ANY(%s::text[])", (list(revision_ids),)
+        )
         return conflict_id
 
     # -- copying a whole mesh ---------------------------------------------------------------
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`, read in this transaction."""
         spec = copied_table(table)
         sql, params = copy_select(spec, after, until, copy_keys(spec), "%s")
@@ -527,10 +659,13 @@ class NodeWrites:
             )
         except psycopg.errors.UniqueViolation as error:  # the transaction is lost either way: no savepoint
             raise DuplicateRow(str(error)) from None
-        if spec.identity:  # identity columns are GENERATED BY DEFAULT: the next generated id must follow the copied ones
+        if (
+            spec.identity
+        ):  # identity columns are GENERATED BY DEFAULT: the next generated id must follow the copied ones
             await self._all(
                 f"""SELECT setval(pg_get_serial_sequence('{spec.name}', '{spec.identity}'), max({spec.identity}))
-                    FROM {spec.name} HAVING max({spec.identity}) IS NOT NULL""")
+                    FROM {spec.name} HAVING max({spec.identity}) IS NOT NULL"""
+            )
         if spec.name == "nodes":
             await self._follow_change_seq()
         return len(rows)
@@ -546,17 +681,29 @@ class NodeWrites:
 
     async def _follow_change_seq(self) -> None:
         """The change counter at least at the highest copied change_seq, so the next write comes after them."""
-        await self._all("UPDATE change_counter SET value = greatest(value, (SELECT coalesce(max(change_seq), 0) FROM nodes))")
+        await self._all(
+            "UPDATE change_counter SET value = greatest(value, (SELECT coalesce(max(change_seq), 0) FROM nodes))"
+        )
 
     async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
-        await self.connection.execute("UPDATE sync_conflicts SET kept_revision = %s WHERE id = %s", (revision, conflict_id))
+        await self.connection.execute(
+            "UPDATE sync_conflicts SET kept_revision = %s WHERE id = %s", (revision, conflict_id)
+        )
 
     async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
         """Write the remote's revisions with their ids, numbers, authors and times, and make the last current
         (not its index rows: a sync writes a page's at once)."""
         last = revisions[-1].row
-        values = (head.status, head.title, last.version, last.revision, int(head.has_answer), head.signature_hash,
-                  json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
+        values = (
+            head.status,
+            head.title,
+            last.version,
+            last.revision,
+            int(head.has_answer),
+            head.signature_hash,
+            json.dumps(head.quoted_values, ensure_ascii=False),
+            last.created_at,
+        )
         if fresh:
             await self.connection.execute(
                 """WITH seq AS (UPDATE change_counter SET value = value + 1 RETURNING value)
@@ -575,17 +722,38 @@ class NodeWrites:
         await self._many(
             """INSERT INTO node_versions (version, node_id, document, solution_revisions, created_at)
                VALUES (%s, %s, %s, %s, %s) ON CONFLICT (version) DO NOTHING""",
-            [(r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at) for r in revisions],
+            [
+                (r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at)
+                for r in revisions
+            ],
         )
         await self._many(
             f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES ({REVISION_MARKS})",
-            [(r.revision_id, head.id, r.revision, r.parent_revision, r.kind, r.version, r.agent_id, r.model, r.summary,
-              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at, r.agent_proof)
-             for r in (s.row for s in revisions)],
+            [
+                (
+                    r.revision_id,
+                    head.id,
+                    r.revision,
+                    r.parent_revision,
+                    r.kind,
+                    r.version,
+                    r.agent_id,
+                    r.model,
+                    r.summary,
+                    json.dumps(r.changes, ensure_ascii=False),
+                    r.reverts_revision_id,
+                    r.created_at,
+                    r.agent_proof,
+                )
+                for r in (s.row for s in revisions)
+            ],
         )
         await self._many(
             """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
                VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-            [(head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
-             for r in revisions for sid, digest in r.solution_hashes.items()],
+            [
+                (head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
+                for r in revisions
+                for sid, digest in r.solution_hashes.items()
+            ],
         )

@@ -40,10 +40,19 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from knowmesh_mcp.core.rows import CandidateText, Frequencies, SearchRow, TermQuery
-from knowmesh_mcp.store.shared import CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, row_keys, term_count_delta
+from knowmesh_mcp.store.shared import (
+    CandidateTexts,
+    DuplicateLookup,
+    counted_keys,
+    fold_channel_rows,
+    row_keys,
+    term_count_delta,
+)
 
-CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
-                     "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
+CANDIDATE_COLUMNS = (
+    "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
+    "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes"
+)
 
 # ts_rank's weights, in its {D, C, B, A} order: article (C) 0.1, signature (B) 0.5, title (A) 1.0.
 RANK_WEIGHTS = "'{0, 0.1, 0.5, 1.0}'::float4[]"
@@ -71,8 +80,11 @@ def array_literal(items: Sequence[Any]) -> str:
 def _count_columns(keys: Sequence[tuple[str, str]], delta: Counter[tuple[str, str]]) -> list[str]:
     """The kind, term and count columns of `keys` as array literals, for unnest (psycopg would
     dump each list element by element in Python)."""
-    return [array_literal([kind for kind, _ in keys]), array_literal([term for _, term in keys]),
-            array_literal([delta[key] for key in keys])]
+    return [
+        array_literal([kind for kind, _ in keys]),
+        array_literal([term for _, term in keys]),
+        array_literal([delta[key] for key in keys]),
+    ]
 
 
 def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
@@ -90,10 +102,12 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
             return "SELECT g.node_pk, 0 AS rank FROM node_grams g WHERE FALSE", []
         where = "g.grams @> %s::text[]" if query.every else "g.grams && %s::text[]"
         if query.ranked:
-            return ("SELECT g.node_pk, (SELECT sum(q.weight) FROM unnest(%s::text[], %s::float8[]) AS q (gram, weight) "
-                    f"WHERE q.gram = ANY (g.grams)) AS rank FROM node_grams g WHERE {where} "
-                    "ORDER BY rank DESC, g.node_pk LIMIT %s",
-                    [grams, [rarity.get(gram, 1.0) for gram in grams], grams, query.limit])
+            return (
+                "SELECT g.node_pk, (SELECT sum(q.weight) FROM unnest(%s::text[], %s::float8[]) AS q (gram, weight) "
+                f"WHERE q.gram = ANY (g.grams)) AS rank FROM node_grams g WHERE {where} "
+                "ORDER BY rank DESC, g.node_pk LIMIT %s",
+                [grams, [rarity.get(gram, 1.0) for gram in grams], grams, query.limit],
+            )
         return _lowest_pks(query, "node_grams", "g", "grams", where, [grams])
     table = TERM_TABLES[query.table]
     if query.every:
@@ -105,11 +119,13 @@ def _term_channel(query: TermQuery) -> tuple[str, list[Any]]:
         weighted = [value for term in terms for value in (rarity.get(term, 1.0), term)]
         ranked = f"SELECT t.node_pk, {rank} AS rank FROM {table} t WHERE {where} ORDER BY rank DESC, t.node_pk LIMIT %s"
         if query.per_family:  # as SQLite: of the best `pool`, at most `per_family` of one template family
-            return ("SELECT node_pk, rank FROM (SELECT c.node_pk, c.rank, row_number() OVER "
-                    "(PARTITION BY i.templates ORDER BY c.rank DESC, c.node_pk) AS family_rank "
-                    f"FROM ({ranked}) AS c JOIN node_index i ON i.node_pk = c.node_pk) AS f "
-                    "WHERE family_rank <= %s ORDER BY rank DESC, node_pk LIMIT %s",
-                    [*weighted, *terms, query.pool, query.per_family, query.limit])
+            return (
+                "SELECT node_pk, rank FROM (SELECT c.node_pk, c.rank, row_number() OVER "
+                "(PARTITION BY i.templates ORDER BY c.rank DESC, c.node_pk) AS family_rank "
+                f"FROM ({ranked}) AS c JOIN node_index i ON i.node_pk = c.node_pk) AS f "
+                "WHERE family_rank <= %s ORDER BY rank DESC, node_pk LIMIT %s",
+                [*weighted, *terms, query.pool, query.per_family, query.limit],
+            )
         return ranked, [*weighted, *terms, query.limit]
     return _lowest_pks(query, table, "t", "terms", where, terms)
 
@@ -122,7 +138,9 @@ WALK_SPAN = 3  # a walk is taken when three times the rows expected to hold `lim
 WALK_REACH = 10  # ... and reads up to ten times them: the oldest nodes may hold fewer matches than most
 
 
-def _lowest_pks(query: TermQuery, table: str, alias: str, column: str, where: str, values: list[Any]) -> tuple[str, list[Any]]:
+def _lowest_pks(
+    query: TermQuery, table: str, alias: str, column: str, where: str, values: list[Any]
+) -> tuple[str, list[Any]]:
     """The lowest `limit` node_pks matching `where`, as an unranked FTS5 query returns the lowest rowids.
 
     Rare terms (few matches) are read by the GIN index; `node_pk + 0` keeps the planner off the
@@ -133,19 +151,24 @@ def _lowest_pks(query: TermQuery, table: str, alias: str, column: str, where: st
     first and the index answers only if the walk found fewer than `limit`: the rows are the same
     either way.
     """
-    indexed = (f"SELECT {alias}.node_pk, 0 AS rank FROM {table} {alias} WHERE {where} "
-               f"ORDER BY {alias}.node_pk + 0 LIMIT %s")
+    indexed = (
+        f"SELECT {alias}.node_pk, 0 AS rank FROM {table} {alias} WHERE {where} ORDER BY {alias}.node_pk + 0 LIMIT %s"
+    )
     cap = max(WALK_ROWS, query.matches)
     need = query.limit / query.density if query.density > 0 else math.inf  # rows that hold `limit` matches
     if WALK_SPAN * need > cap:
         return indexed, [*values, query.limit]
     span = min(cap, math.ceil(WALK_REACH * need))
-    walked = (f"SELECT {alias}.node_pk FROM (SELECT node_pk, {column} FROM {table} ORDER BY node_pk LIMIT {span}) "
-              f"AS {alias} WHERE {where} ORDER BY {alias}.node_pk LIMIT %s")
-    return (f"WITH walked AS MATERIALIZED ({walked}) "
-            "SELECT node_pk, 0 AS rank FROM walked WHERE (SELECT count(*) FROM walked) = %s "
-            f"UNION ALL (SELECT * FROM ({indexed}) AS i WHERE (SELECT count(*) FROM walked) < %s)",
-            [*values, query.limit, query.limit, *values, query.limit, query.limit])
+    walked = (
+        f"SELECT {alias}.node_pk FROM (SELECT node_pk, {column} FROM {table} ORDER BY node_pk LIMIT {span}) "
+        f"AS {alias} WHERE {where} ORDER BY {alias}.node_pk LIMIT %s"
+    )
+    return (
+        f"WITH walked AS MATERIALIZED ({walked}) "
+        "SELECT node_pk, 0 AS rank FROM walked WHERE (SELECT count(*) FROM walked) = %s "
+        f"UNION ALL (SELECT * FROM ({indexed}) AS i WHERE (SELECT count(*) FROM walked) < %s)",
+        [*values, query.limit, query.limit, *values, query.limit, query.limit],
+    )
 
 
 class SearchReads:
@@ -154,8 +177,14 @@ class SearchReads:
 
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
-    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
+    async def channel_matches(
+        self,
+        hashes: Sequence[str],
+        quoted: Sequence[str],
+        signature_limit: int,
+        queries: Sequence[TermQuery],
+        family_limit: int = 0,
+    ) -> list[tuple[str, int, str | None, str]]:
         """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         As SQLite's: the signature channel reads the nodes with the query's quoted values, then
@@ -177,17 +206,33 @@ class SearchReads:
                                   UNION ALL {arm.format("specific = 1")}) AS arms
                    ORDER BY arm, hash COLLATE "C", node_pk, source LIMIT %s) AS s""")
             limit = 2 * signature_limit
-            params += [1, hashes, json.dumps(list(quoted), ensure_ascii=False), limit, 2, hashes, limit, 3, hashes, limit, limit]
+            params += [
+                1,
+                hashes,
+                json.dumps(list(quoted), ensure_ascii=False),
+                limit,
+                2,
+                hashes,
+                limit,
+                3,
+                hashes,
+                limit,
+                limit,
+            ]
         for number, query in enumerate(queries, start=1):
             if query.terms:
                 sql, values = _term_channel(query)
-                parts.append(f"SELECT {number} AS part, row_number() OVER (ORDER BY rank DESC, node_pk) AS ord, "
-                             f"%s::text AS channel, node_pk, NULL::text AS hash FROM ({sql}) AS c{number}")
+                parts.append(
+                    f"SELECT {number} AS part, row_number() OVER (ORDER BY rank DESC, node_pk) AS ord, "
+                    f"%s::text AS channel, node_pk, NULL::text AS hash FROM ({sql}) AS c{number}"
+                )
                 params += [query.channel, *values]
         if not parts:
             return []
         found = " UNION ALL ".join(f"({part})" for part in parts)
-        if family_limit:  # as SQLite: the generic nodes sharing a signature hash with a specific node a term channel found
+        if (
+            family_limit
+        ):  # as SQLite: the generic nodes sharing a signature hash with a specific node a term channel found
             found = f"""WITH found AS MATERIALIZED ({found})
                 SELECT * FROM found UNION ALL
                 SELECT {len(queries) + 1} AS part, row_number() OVER (ORDER BY node_pk) AS ord, 'family'::text AS channel,
@@ -201,11 +246,14 @@ class SearchReads:
             params.append(family_limit)
         rows = await self._fetchall(
             f"SELECT m.channel, m.node_pk, m.hash, n.current_version FROM ({found}) AS m JOIN nodes n ON n.pk = m.node_pk "
-            "ORDER BY m.part, m.ord", params)
+            "ORDER BY m.part, m.ord",
+            params,
+        )
         return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
         """The indexed text of each node of `versions` ({pk: current version}), in that order (kept per version)."""
+
         async def fetch(missing: list[int]) -> list[tuple[str, CandidateText]]:
             rows = await self._fetchall(
                 f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
@@ -216,14 +264,18 @@ class SearchReads:
 
         return await self._candidate_texts.texts(versions, fetch)
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+    async def document_frequencies(
+        self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()
+    ) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each
         term of `heads` in title or signature (absent ones are left out), and `indexed_node_count`.
 
         Read from `term_counts` on every call, in one statement with the node count (primary-key
         probes; nothing cached in the process, so every server of a mesh sees every write at once).
         """
-        asked = {kind: list(dict.fromkeys(chosen)) for kind, chosen in (("term", terms), ("gram", grams), ("head", heads))}
+        asked = {
+            kind: list(dict.fromkeys(chosen)) for kind, chosen in (("term", terms), ("gram", grams), ("head", heads))
+        }
         rows = await self._fetchall(
             """SELECT kind, term, doc FROM term_counts WHERE kind = 'term' AND term = ANY (%s::text[])
                UNION ALL
@@ -232,10 +284,13 @@ class SearchReads:
                SELECT kind, term, doc FROM term_counts WHERE kind = 'head' AND term = ANY (%s::text[])
                UNION ALL
                SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes""",
-            list(asked.values()))
+            list(asked.values()),
+        )
         counted = {(kind, term): int(doc) for kind, term, doc in rows}
-        return Frequencies(*({term: n for term in chosen if (n := counted.get((kind, term), 0))}
-                             for kind, chosen in asked.items()), nodes=counted[("nodes", "")])
+        return Frequencies(
+            *({term: n for term in chosen if (n := counted.get((kind, term), 0))} for kind, chosen in asked.items()),
+            nodes=counted[("nodes", "")],
+        )
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, as
@@ -264,16 +319,20 @@ class SearchWrites(DuplicateLookup):
         """Build every index `_defer_search_indexes` dropped and no one has built since."""
         present = await self._search_index_definitions()
         for key, definition in await self._all(
-                "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)):
+            "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)
+        ):
             name = key.removeprefix(DEFERRED_KEY)
             if name in DEFERRED_INDEXES and name not in present:  # the definition PostgreSQL wrote, ours
                 await self._all(definition)
 
     async def _search_index_definitions(self) -> dict[str, str]:
         """{name: definition} of the DEFERRED_INDEXES the database holds now."""
-        return dict(await self._all(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
-            (list(DEFERRED_INDEXES),)))  # type: ignore[arg-type]
+        return dict(
+            await self._all(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
+                (list(DEFERRED_INDEXES),),
+            )
+        )  # type: ignore[arg-type]
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
@@ -310,22 +369,37 @@ class SearchWrites(DuplicateLookup):
         keys = [pks[node_id] for node_id in ids]  # KeyError for a node that does not exist, as in SQLite
         removed = []
         if not fresh:
-            removed = [counted_keys(*row) for row in await self._all(
-                """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
-                   JOIN node_grams g ON g.node_pk = s.node_pk WHERE s.node_pk = ANY (%s::bigint[])""", [keys])]
+            removed = [
+                counted_keys(*row)
+                for row in await self._all(
+                    """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
+                   JOIN node_grams g ON g.node_pk = s.node_pk WHERE s.node_pk = ANY (%s::bigint[])""",
+                    [keys],
+                )
+            ]
             for table in ("node_search", "node_heads", "node_grams", "node_signatures", "node_index"):
                 await self._all(f"DELETE FROM {table} WHERE node_pk = ANY (%s::bigint[])", [keys])
         searched = [row for _, row in rows]
         added = [row_keys(row) for row in searched]
         delta = term_count_delta(removed, added)
-        await self._copy("node_search", "node_pk, title, signature, article",
-                         ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)))
-        await self._copy("node_heads", "node_pk, title, signature", ((pk, r.title, r.signature) for pk, r in zip(keys, searched)))
-        await self._copy("node_grams", "node_pk, templates, grams",
-                         ((pk, r.grams, array_literal(sorted(counted["gram"])))
-                          for pk, r, counted in zip(keys, searched, added)))
-        signatures = [(digest, source, int(r.specific), pk) for pk, r in zip(keys, searched)
-                      for digest, source in r.signature_hashes]
+        await self._copy(
+            "node_search",
+            "node_pk, title, signature, article",
+            ((pk, r.title, r.signature, r.article) for pk, r in zip(keys, searched)),
+        )
+        await self._copy(
+            "node_heads", "node_pk, title, signature", ((pk, r.title, r.signature) for pk, r in zip(keys, searched))
+        )
+        await self._copy(
+            "node_grams",
+            "node_pk, templates, grams",
+            ((pk, r.grams, array_literal(sorted(counted["gram"]))) for pk, r, counted in zip(keys, searched, added)),
+        )
+        signatures = [
+            (digest, source, int(r.specific), pk)
+            for pk, r in zip(keys, searched)
+            for digest, source in r.signature_hashes
+        ]
         if signatures:
             await self._all(
                 """INSERT INTO node_signatures (hash, node_pk, source, quoted_values, specific)
@@ -333,10 +407,16 @@ class SearchWrites(DuplicateLookup):
                    FROM unnest(%s::text[], %s::text[], %s::smallint[], %s::bigint[]) AS d (hash, source, specific, pk)
                    JOIN nodes n ON n.pk = d.pk
                    ON CONFLICT DO NOTHING""",
-                [list(column) for column in zip(*signatures)])
-        await self._copy("node_index", "node_pk, templates, title_terms, template_terms, slug_terms, value_terms, value_shapes",
-                         ((pk, r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
-                          for pk, r in zip(keys, searched)))
+                [list(column) for column in zip(*signatures)],
+            )
+        await self._copy(
+            "node_index",
+            "node_pk, templates, title_terms, template_terms, slug_terms, value_terms, value_shapes",
+            (
+                (pk, r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
+                for pk, r in zip(keys, searched)
+            ),
+        )
         await self._count_terms(delta)
 
     async def _count_terms(self, delta: Counter[tuple[str, str]]) -> None:
@@ -348,13 +428,18 @@ class SearchWrites(DuplicateLookup):
                 """INSERT INTO term_counts (kind, term, doc)
                    SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])
                    ON CONFLICT (kind, term) DO UPDATE SET doc = term_counts.doc + EXCLUDED.doc""",
-                _count_columns(up, delta))
+                _count_columns(up, delta),
+            )
         if down:
             kinds, terms, counts = _count_columns(down, delta)
             await self._all(
                 """UPDATE term_counts c SET doc = greatest(c.doc + d.n, 0)
                    FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS d (kind, term, n)
-                   WHERE c.kind = d.kind AND c.term = d.term""", [kinds, terms, counts])
+                   WHERE c.kind = d.kind AND c.term = d.term""",
+                [kinds, terms, counts],
+            )
             await self._all(
                 """DELETE FROM term_counts c USING unnest(%s::text[], %s::text[]) AS d (kind, term)
-                   WHERE c.kind = d.kind AND c.term = d.term AND c.doc = 0""", [kinds, terms])
+                   WHERE c.kind = d.kind AND c.term = d.term AND c.doc = 0""",
+                [kinds, terms],
+            )

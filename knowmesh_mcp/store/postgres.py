@@ -68,15 +68,18 @@ async def migrate(conninfo: str) -> int:
         for number, name, sql in migrations():
             async with connection.transaction():
                 await connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-                done = await (await connection.execute(
-                    "SELECT 1 FROM schema_migrations WHERE version = %s", (number,))).fetchone()
+                done = await (
+                    await connection.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (number,))
+                ).fetchone()
                 if done:
                     continue
                 await connection.execute(sql)  # our own file, several statements: no parameters
                 if number == 1:  # this open creates the mesh, in this transaction
                     await connection.execute("INSERT INTO meta (key, value) VALUES (%s, 'pending')", (STARTER_CORPUS,))
-                await connection.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
-                                         (number, name, utc_now()))
+                await connection.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (number, name, utc_now()),
+                )
                 applied += 1
     return applied
 
@@ -88,8 +91,10 @@ def shown_url(url: str) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         netloc = f"{parts.username}:***@{netloc.rsplit('@', 1)[1]}"
-    query = "&".join(f"{key}=***" if key == "password" else f"{key}={value}" if value else key
-                     for key, value in (item.partition("=")[::2] for item in parts.query.split("&") if item))
+    query = "&".join(
+        f"{key}=***" if key == "password" else f"{key}={value}" if value else key
+        for key, value in (item.partition("=")[::2] for item in parts.query.split("&") if item)
+    )
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
@@ -127,18 +132,35 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
             applied = await migrate(url)
         except psycopg.OperationalError as error:
             reason = str(error).strip().splitlines()[-1].strip() if str(error).strip() else type(error).__name__
-            raise DatabaseUnusable(shown_url(url), f"cannot open the PostgreSQL database {shown_url(url)}: {reason}",
-                                   status=503, code="database_unavailable") from None
-        pool = AsyncConnectionPool(url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True},
-                                   configure=plan_for_searches)
+            raise DatabaseUnusable(
+                shown_url(url),
+                f"cannot open the PostgreSQL database {shown_url(url)}: {reason}",
+                status=503,
+                code="database_unavailable",
+            ) from None
+        pool = AsyncConnectionPool(
+            url, min_size=1, max_size=POOL_SIZE, open=False, kwargs={"autocommit": True}, configure=plan_for_searches
+        )
         await pool.open()
         # Keepalives bound how long a write may block on a database host that vanished mid-statement.
-        writer_pool = ConnectionPool(url, min_size=1, max_size=1, open=False, kwargs={
-            "autocommit": True, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3})
+        writer_pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=1,
+            open=False,
+            kwargs={
+                "autocommit": True,
+                "keepalives": 1,
+                "keepalives_idle": 10,
+                "keepalives_interval": 5,
+                "keepalives_count": 3,
+            },
+        )
         await asyncio.to_thread(writer_pool.open, True)
         async with pool.connection() as connection:
             await connection.execute(
-                "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING")
+                "INSERT INTO change_counter (only_row, value) VALUES (TRUE, 0) ON CONFLICT (only_row) DO NOTHING"
+            )
         store = cls(url, pool, writer_pool, created=applied == len(migrations()))
         await store._restore_indexes()  # a bulk import that died (or, harmlessly early, one still going)
         return store
@@ -155,10 +177,9 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         mesh's lock it never gives the event loop away, so it holds the lock for the time its
         statements take, not for the time every other request of a busy server takes. Only a
         wait for the lock (another server's write) runs in a thread."""
+
         from knowmesh_mcp.store.pg_immediate import ImmediateConnection
         from knowmesh_mcp.store.postgres_writer import PostgresWriter
-
-        import psycopg
 
         if self._held.get() is not None:
             raise RuntimeError("a write transaction inside another one would wait for its own lock")
@@ -196,7 +217,8 @@ class PostgresStore(NodeReads, SearchReads, EvidenceReads):
         left_ms = max(1, int(seconds_left * 1000))  # 0 would mean "wait for ever"
         connection.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
         waiting = asyncio.ensure_future(
-            asyncio.to_thread(connection.execute, "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
+            asyncio.to_thread(connection.execute, "SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        )
         try:
             await asyncio.shield(waiting)
         except asyncio.CancelledError:
@@ -243,8 +265,10 @@ async def plan_for_searches(connection: Any) -> None:
     take the cores that other requests (and other servers of the mesh) need (at 1,000,000 nodes,
     p95 64.8 -> 52.2 ms over five alternating runs), and JIT compiling them costs more than it saves
     (the planner's cost of a walk, an upper bound, crosses `jit_above_cost`: 54 of a phrase's 80 ms)."""
-    await connection.execute("SELECT set_config('random_page_cost', '1.1', false), "
-                             "set_config('max_parallel_workers_per_gather', '0', false), set_config('jit', 'off', false)")
+    await connection.execute(
+        "SELECT set_config('random_page_cost', '1.1', false), "
+        "set_config('max_parallel_workers_per_gather', '0', false), set_config('jit', 'off', false)"
+    )
 
 
 @contextmanager
@@ -257,8 +281,7 @@ def nul_as_bad_input() -> Iterator[None]:
     except psycopg.DataError as error:
         if "NUL" not in str(error) and "0x00" not in str(error):
             raise
-        raise KnowmeshError(400, "invalid_text",
-                            "text may not contain NUL (U+0000) characters on this mesh") from None
+        raise KnowmeshError(400, "invalid_text", "text may not contain NUL (U+0000) characters on this mesh") from None
 
     # The reads (the Store half of `interface`) are in pg_nodes, pg_search and pg_evidence.
 
@@ -310,19 +333,30 @@ async def describe(conninfo: str) -> dict[str, list[tuple[Any, ...]]]:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
-        return {part: sorted(tuple(row) for row in await (await connection.execute(sql)).fetchall())
-                for part, sql in DESCRIBE.items()}
+        return {
+            part: sorted(tuple(row) for row in await (await connection.execute(sql)).fetchall())
+            for part, sql in DESCRIBE.items()
+        }
 
 
 def dump_schema(conninfo: str) -> str:
     """`pg_dump --schema-only` of a migrated database, without the settings and comments it adds."""
-    dumped = subprocess.run(["pg_dump", "--schema-only", "--no-owner", "--no-privileges", "--no-comments", conninfo],
-                            capture_output=True, text=True, check=True).stdout
-    kept = [line for line in dumped.splitlines()
-            if not line.startswith(("SET ", "SELECT pg_catalog.set_config", "--", "\\restrict", "\\unrestrict"))]
+    dumped = subprocess.run(
+        ["pg_dump", "--schema-only", "--no-owner", "--no-privileges", "--no-comments", conninfo],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    kept = [
+        line
+        for line in dumped.splitlines()
+        if not line.startswith(("SET ", "SELECT pg_catalog.set_config", "--", "\\restrict", "\\unrestrict"))
+    ]
     body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-    header = ("-- Consolidated PostgreSQL schema: what applying store/postgres/migrations in order produces.\n"
-              "-- Generated by `python -m knowmesh_mcp.store.postgres URL`; tests/test_postgres_schema.py holds them equal.\n")
+    header = (
+        "-- Consolidated PostgreSQL schema: what applying store/postgres/migrations in order produces.\n"
+        "-- Generated by `python -m knowmesh_mcp.store.postgres URL`; tests/test_postgres_schema.py holds them equal.\n"
+    )
     return header + "\n" + body + "\n"
 
 

@@ -13,7 +13,9 @@ from knowmesh_mcp.core.rows import CandidateText, SearchRow
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
 
 
-def listing_conditions(ecosystem: str | None, after_id: str | None, *, mark: str, node_id: str) -> tuple[str, list[Any]]:
+def listing_conditions(
+    ecosystem: str | None, after_id: str | None, *, mark: str, node_id: str
+) -> tuple[str, list[Any]]:
     """The WHERE of a list of published nodes, and its parameters: only the conditions asked for.
 
     `(? IS NULL OR n.ecosystem = ?)` made SQLite walk every node in id order (60,000 of 100,000
@@ -45,8 +47,9 @@ def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> li
                 signature[pk] = ({hashed: None}, version)
         else:
             others[(channel, pk)] = version
-    return ([("signature", pk, hashed, version) for pk, (hashes, version) in signature.items() for hashed in sorted(hashes)]
-            + [(channel, pk, None, version) for (channel, pk), version in others.items()])
+    return [
+        ("signature", pk, hashed, version) for pk, (hashes, version) in signature.items() for hashed in sorted(hashes)
+    ] + [(channel, pk, None, version) for (channel, pk), version in others.items()]
 
 
 class DuplicateLookup:
@@ -100,7 +103,7 @@ def _fold(text: str) -> str:
 def gram_terms(grams: str) -> set[str]:
     """The distinct trigrams FTS5's trigram tokenizer indexes for `grams` (what fts5vocab counts)."""
     text = _fold(grams)
-    return {text[i:i + 3] for i in range(len(text) - 2)}
+    return {text[i : i + 3] for i in range(len(text) - 2)}
 
 
 CountedKeys = dict[str, set[str]]  # term_counts kind -> the terms a node is counted under

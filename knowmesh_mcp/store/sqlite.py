@@ -25,10 +25,9 @@ import aiosqlite
 
 from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError, database_busy, read_only_database, storage_full
 from knowmesh_mcp.core.identity import agent_object
-from knowmesh_mcp.store.interface import STARTER_CORPUS, CopiedTable, copied_table
-from knowmesh_mcp.store.shared import (CandidateTexts, DuplicateLookup, counted_keys, fold_channel_rows, listing_conditions, row_keys,
-                     term_count_delta)
 from knowmesh_mcp.core.rows import (
+    TOKEN_FIELDS,
+    TOKEN_ID_LENGTH,
     CandidateText,
     DuplicateRow,
     Edit,
@@ -41,8 +40,16 @@ from knowmesh_mcp.core.rows import (
     SyncedHead,
     SyncedRevision,
     TermQuery,
-    TOKEN_FIELDS,
-    TOKEN_ID_LENGTH,
+)
+from knowmesh_mcp.store.interface import STARTER_CORPUS, CopiedTable, copied_table
+from knowmesh_mcp.store.shared import (
+    CandidateTexts,
+    DuplicateLookup,
+    counted_keys,
+    fold_channel_rows,
+    listing_conditions,
+    row_keys,
+    term_count_delta,
 )
 
 BUSY_TIMEOUT_MS = 10_000
@@ -113,16 +120,28 @@ NODE_COLUMNS = """n.pk, n.id, n.ecosystem, n.status, n.title, n.current_version,
 
 def _node_row(row: Sequence[Any]) -> NodeRow:
     return NodeRow(
-        pk=row[0], id=row[1], ecosystem=row[2], status=row[3], title=row[4], version=row[5],
-        revision=row[6], has_answer=bool(row[7]), created_at=row[8], updated_at=row[9],
-        document=json.loads(row[10]), solution_revisions=json.loads(row[11]), document_size=len(row[10]),
+        pk=row[0],
+        id=row[1],
+        ecosystem=row[2],
+        status=row[3],
+        title=row[4],
+        version=row[5],
+        revision=row[6],
+        has_answer=bool(row[7]),
+        created_at=row[8],
+        updated_at=row[9],
+        document=json.loads(row[10]),
+        solution_revisions=json.loads(row[11]),
+        document_size=len(row[10]),
     )
 
 
 STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, sample_size, success_score,
     failure_state, answer_state, solved_agents, failed_agents, last_verified"""
 # A node's node_stats rows as one JSON array of arrays (STATS_COLUMNS order); `{where}` narrows the rows of node `n`.
-STATS_JSON = f"""(SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s WHERE s.node_id = n.id{{where}})"""
+STATS_JSON = (
+    f"""(SELECT json_group_array(json_array({STATS_COLUMNS})) FROM node_stats s WHERE s.node_id = n.id{{where}})"""
+)
 
 
 def _stats_rows(stats_json: str) -> list[StatsRow]:
@@ -130,8 +149,10 @@ def _stats_rows(stats_json: str) -> list[StatsRow]:
     return [StatsRow(*values) for values in json.loads(stats_json)]
 
 
-CANDIDATE_COLUMNS = ("i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
-                     "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes")
+CANDIDATE_COLUMNS = (
+    "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
+    "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes"
+)
 
 
 # FTS5 table and ranking of each TermQuery.table: title and signature weigh more than the article.
@@ -159,16 +180,44 @@ def fts_every(terms: Sequence[str]) -> str:
 NEXT_CHANGE_SEQ = "(SELECT coalesce(max(change_seq), 0) + 1 FROM nodes)"
 
 # Feedback as it travels between meshes: everything but the local id and the address hash.
-FEEDBACK_COLUMNS = ("node_id", "node_version", "solution_id", "solution_revision", "outcome", "cluster", "environment",
-                    "agent_id", "model", "reason", "note", "evidence_hash", "exit_code", "created_at", "proof")
+FEEDBACK_COLUMNS = (
+    "node_id",
+    "node_version",
+    "solution_id",
+    "solution_revision",
+    "outcome",
+    "cluster",
+    "environment",
+    "agent_id",
+    "model",
+    "reason",
+    "note",
+    "evidence_hash",
+    "exit_code",
+    "created_at",
+    "proof",
+)
 
 REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model, summary,
     changes, reverts_revision_id, created_at, agent_proof"""
 
 
 def _revision_row(row: Sequence[Any]) -> RevisionRow:
-    return RevisionRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                       json.loads(row[9]), row[10], row[11], row[12])
+    return RevisionRow(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        json.loads(row[9]),
+        row[10],
+        row[11],
+        row[12],
+    )
 
 
 REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVISION_COLUMNS.split(","))},
@@ -184,8 +233,10 @@ def _revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, 
 # -- copying a whole mesh (`copying`): whole rows of the allow-listed `interface.COPIED_TABLES` ---------
 # Table and column names come from that constant only; values are bound parameters.
 
-def copy_select(table: CopiedTable, after: Sequence[Any] | None, until: Sequence[Any] | None,
-                keys: str, mark: str) -> tuple[str, list[Any]]:
+
+def copy_select(
+    table: CopiedTable, after: Sequence[Any] | None, until: Sequence[Any] | None, keys: str, mark: str
+) -> tuple[str, list[Any]]:
     """SELECT of `table`'s rows with (`keys`) > `after` and <= `until`, in key order; LIMIT is the last parameter."""
     marks = ", ".join([mark] * len(table.key))
     where, params = [], []
@@ -195,8 +246,11 @@ def copy_select(table: CopiedTable, after: Sequence[Any] | None, until: Sequence
     if until is not None:
         where.append(f"({keys}) <= ({marks})")
         params += list(until)
-    sql = (f"SELECT {', '.join(table.columns)} FROM {table.name}" + (f" WHERE {' AND '.join(where)}" if where else "")
-           + f" ORDER BY {keys} LIMIT {mark}")
+    sql = (
+        f"SELECT {', '.join(table.columns)} FROM {table.name}"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY {keys} LIMIT {mark}"
+    )
     return sql, params
 
 
@@ -205,13 +259,19 @@ def copy_update(table: CopiedTable, rows: Sequence[Sequence[Any]], mark: str) ->
     if not table.mutable:
         raise ValueError(f"{table.name} rows never change")
     position = {column: index for index, column in enumerate(table.columns)}
-    sql = (f"UPDATE {table.name} SET {', '.join(f'{c} = {mark}' for c in table.mutable)} "
-           f"WHERE {' AND '.join(f'{k} = {mark}' for k in table.key)}")
+    sql = (
+        f"UPDATE {table.name} SET {', '.join(f'{c} = {mark}' for c in table.mutable)} "
+        f"WHERE {' AND '.join(f'{k} = {mark}' for k in table.key)}"
+    )
     return sql, [[row[position[c]] for c in (*table.mutable, *table.key)] for row in rows]
 
 
-async def select_in(fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3.Row]]], sql: str,
-                    values: Iterable[Any], before: Sequence[Any] = ()) -> list[sqlite3.Row]:
+async def select_in(
+    fetch: Callable[[str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
+    sql: str,
+    values: Iterable[Any],
+    before: Sequence[Any] = (),
+) -> list[sqlite3.Row]:
     """`sql` with one `IN ({marks})` over `values` (after the `before` parameters), run in chunks
     under SQLite's variable limit."""
     values = list(values)
@@ -249,7 +309,9 @@ class Writer(DuplicateLookup):
         return [_revision_row(row) for row in rows]
 
     async def revision(self, revision_id: str) -> RevisionRow | None:
-        rows = await self._all(f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = ?", (revision_id,))
+        rows = await self._all(
+            f"SELECT {REVISION_COLUMNS} FROM article_revisions WHERE revision_id = ?", (revision_id,)
+        )
         return _revision_row(rows[0]) if rows else None
 
     async def solution_behaviours(self, node_id: str) -> dict[str, dict[str, int]]:
@@ -282,7 +344,9 @@ class Writer(DuplicateLookup):
         columns = ", ".join(row)
         marks = ", ".join("?" * len(row))
         with unique_rule_as_duplicate():
-            cursor = await self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values()))
+            cursor = await self.connection.execute(
+                f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(row.values())
+            )
         return int(cursor.lastrowid or 0)
 
     async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
@@ -290,11 +354,14 @@ class Writer(DuplicateLookup):
         evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven
         reports (no token, on a server with auth on) are left out: kept and listed, they move no
         state at all, or one forged `solved` could show a known_failed answer again."""
-        return [tuple(row) for row in await self._all(  # type: ignore[misc]
-            """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
+        return [
+            tuple(row)
+            for row in await self._all(  # type: ignore[misc]
+                """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
                FROM feedback WHERE node_id = ? AND proof <> 'unproven'""",
-            (node_id,),
-        )]
+                (node_id,),
+            )
+        ]
 
     async def replace_stats(self, node_id: str, rows: Sequence[StatsRow]) -> None:
         await self.connection.execute("DELETE FROM node_stats WHERE node_id = ?", (node_id,))
@@ -302,14 +369,32 @@ class Writer(DuplicateLookup):
             """INSERT INTO node_stats (node_id, solution_id, solution_revision, cluster, solved, failed, sample_size,
                    success_score, failure_state, answer_state, solved_agents, failed_agents, last_verified, updated_at)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            [(node_id, r.solution_id, r.solution_revision, r.cluster, r.solved, r.failed, r.sample_size,
-              r.success_score, r.failure_state, r.answer_state, r.solved_agents, r.failed_agents, r.last_verified,
-              utc_now()) for r in rows],
+            [
+                (
+                    node_id,
+                    r.solution_id,
+                    r.solution_revision,
+                    r.cluster,
+                    r.solved,
+                    r.failed,
+                    r.sample_size,
+                    r.success_score,
+                    r.failure_state,
+                    r.answer_state,
+                    r.solved_agents,
+                    r.failed_agents,
+                    r.last_verified,
+                    utc_now(),
+                )
+                for r in rows
+            ],
         )
 
     async def open_failures(self, node_id: str) -> list[tuple[int, dict[str, Any]]]:
         """(id, environment) of the node's failed attempts not yet archived."""
-        rows = await self._all("SELECT id, environment FROM failures WHERE node_id = ? AND archived_at IS NULL", (node_id,))
+        rows = await self._all(
+            "SELECT id, environment FROM failures WHERE node_id = ? AND archived_at IS NULL", (node_id,)
+        )
         return [(row[0], json.loads(row[1])) for row in rows]
 
     async def archive_failures(self, ids: Sequence[int], revision_id: str) -> None:
@@ -340,7 +425,9 @@ class Writer(DuplicateLookup):
         )
         return int(rows[0][0]) if rows else None
 
-    async def insert_dedupe_task(self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None) -> int:
+    async def insert_dedupe_task(
+        self, node_id: str, candidate_id: str, reason: str | None, agent_id: str | None
+    ) -> int:
         """Raises `DuplicateRow` when the pair already has a task."""
         with unique_rule_as_duplicate():
             cursor = await self.connection.execute(
@@ -350,7 +437,9 @@ class Writer(DuplicateLookup):
             )
         return int(cursor.lastrowid or 0)
 
-    async def add_dedupe_vote(self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None) -> None:
+    async def add_dedupe_vote(
+        self, task_id: int, agent_id: str, proof: str, vote: str, canonical_id: str | None
+    ) -> None:
         """Raises `DuplicateRow` when this agent (so proven) already voted on the task."""
         with unique_rule_as_duplicate():
             await self.connection.execute(
@@ -361,11 +450,14 @@ class Writer(DuplicateLookup):
 
     async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
         """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
-        return [tuple(r) for r in await self._all(  # type: ignore[misc]
-            """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = ?
+        return [
+            tuple(r)
+            for r in await self._all(  # type: ignore[misc]
+                """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = ?
                ORDER BY created_at, agent_id""",
-            (task_id,),
-        )]
+                (task_id,),
+            )
+        ]
 
     async def dedupe_canonical(self, task_id: int) -> str | None:
         """The node two `same` votes agreed to keep (set when the task was flagged)."""
@@ -383,12 +475,21 @@ class Writer(DuplicateLookup):
             f"UPDATE nodes SET status = ?, change_seq = {NEXT_CHANGE_SEQ} WHERE id = ?", (status, node_id)
         )
 
-    async def insert_maintainer_action(self, action: str, target: str, detail: dict[str, Any], note: str | None,
-                                       maintainer_id: str, proof: str) -> int:
+    async def insert_maintainer_action(
+        self, action: str, target: str, detail: dict[str, Any], note: str | None, maintainer_id: str, proof: str
+    ) -> int:
         cursor = await self.connection.execute(
             """INSERT INTO maintainer_actions (action, target, detail, note, maintainer_id, proof, created_at)
                VALUES (?, ?, ?, ?, ?, ?, ?)""",
-            (action, target, json.dumps(detail, ensure_ascii=False, sort_keys=True), note, maintainer_id, proof, utc_now()),
+            (
+                action,
+                target,
+                json.dumps(detail, ensure_ascii=False, sort_keys=True),
+                note,
+                maintainer_id,
+                proof,
+                utc_now(),
+            ),
         )
         return int(cursor.lastrowid or 0)
 
@@ -424,8 +525,16 @@ class Writer(DuplicateLookup):
                    signature_hash = ?, quoted_values = ?, updated_at = ?,
                    change_seq = {NEXT_CHANGE_SEQ}
                WHERE id = ?""",
-            (edit.title, edit.version, edit.revision, int(edit.has_answer), edit.signature_hash,
-             json.dumps(edit.quoted_values, ensure_ascii=False), now, edit.node_id),
+            (
+                edit.title,
+                edit.version,
+                edit.revision,
+                int(edit.has_answer),
+                edit.signature_hash,
+                json.dumps(edit.quoted_values, ensure_ascii=False),
+                now,
+                edit.node_id,
+            ),
         )
         await self.connection.execute(
             """INSERT OR IGNORE INTO node_versions (version, node_id, document, solution_revisions, created_at)
@@ -434,8 +543,21 @@ class Writer(DuplicateLookup):
         )
         await self.connection.execute(
             f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (edit.revision_id, edit.node_id, edit.revision, edit.revision - 1, edit.kind, edit.version,
-             edit.agent_id, edit.model, edit.summary, edit.changes_json, edit.reverts_revision_id, now, edit.agent_proof),
+            (
+                edit.revision_id,
+                edit.node_id,
+                edit.revision,
+                edit.revision - 1,
+                edit.kind,
+                edit.version,
+                edit.agent_id,
+                edit.model,
+                edit.summary,
+                edit.changes_json,
+                edit.reverts_revision_id,
+                now,
+                edit.agent_proof,
+            ),
         )
         await self.connection.execute(
             "INSERT INTO undo_tokens (revision_id, token_hash) VALUES (?, ?)", (edit.revision_id, edit.undo_token_hash)
@@ -464,7 +586,9 @@ class Writer(DuplicateLookup):
     async def current_documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         rows = await self._all_in(
             """SELECT n.id, v.document FROM nodes n JOIN node_versions v ON v.version = n.current_version
-               WHERE n.id IN ({marks})""", ids)
+               WHERE n.id IN ({marks})""",
+            ids,
+        )
         return {row[0]: json.loads(row[1]) for row in rows}
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
@@ -489,8 +613,19 @@ class Writer(DuplicateLookup):
                    has_answer, signature_hash, quoted_values, created_at, updated_at, change_seq)
                VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)""",
             [
-                (n.id, n.ecosystem, n.status, n.title, n.version, int(n.has_answer), n.signature_hash,
-                 json.dumps(n.quoted_values, ensure_ascii=False), now, now, last_seq + i + 1)
+                (
+                    n.id,
+                    n.ecosystem,
+                    n.status,
+                    n.title,
+                    n.version,
+                    int(n.has_answer),
+                    n.signature_hash,
+                    json.dumps(n.quoted_values, ensure_ascii=False),
+                    now,
+                    now,
+                    last_seq + i + 1,
+                )
                 for i, n in enumerate(nodes)
             ],
         )
@@ -503,14 +638,30 @@ class Writer(DuplicateLookup):
             """INSERT INTO article_revisions (revision_id, node_id, revision, parent_revision, kind, version,
                    agent_id, model, summary, changes, created_at, agent_proof)
                VALUES (?, ?, 1, NULL, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            [(n.revision_id, n.id, n.kind, n.version, n.agent_id, n.model, n.summary, n.changes_json, now, n.agent_proof)
-             for n in nodes],
+            [
+                (
+                    n.revision_id,
+                    n.id,
+                    n.kind,
+                    n.version,
+                    n.agent_id,
+                    n.model,
+                    n.summary,
+                    n.changes_json,
+                    now,
+                    n.agent_proof,
+                )
+                for n in nodes
+            ],
         )
         await self.connection.executemany(
             """INSERT INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
                VALUES (?, ?, ?, ?, ?)""",
-            [(n.id, sid, n.solution_revisions[sid], digest, now)
-             for n in nodes for sid, digest in n.solution_hashes.items()],
+            [
+                (n.id, sid, n.solution_revisions[sid], digest, now)
+                for n in nodes
+                for sid, digest in n.solution_hashes.items()
+            ],
         )
         await self.write_search_rows([(n.id, n.index) for n in nodes], fresh=True)
 
@@ -522,11 +673,21 @@ class Writer(DuplicateLookup):
         pks = await self._pks([node_id for node_id, _ in rows])
         removed = []
         if not fresh:
-            removed = [counted_keys(*row) for row in await self._all_in(
-                """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
-                   JOIN node_grams g ON g.rowid = s.rowid WHERE s.rowid IN ({marks})""", [pks[i] for i, _ in rows])]
-            for table, column in (("node_search", "rowid"), ("node_heads", "rowid"), ("node_grams", "rowid"),
-                                  ("node_signatures", "node_pk"), ("node_index", "node_pk")):
+            removed = [
+                counted_keys(*row)
+                for row in await self._all_in(
+                    """SELECT s.title, s.signature, s.article, g.templates FROM node_search s
+                   JOIN node_grams g ON g.rowid = s.rowid WHERE s.rowid IN ({marks})""",
+                    [pks[i] for i, _ in rows],
+                )
+            ]
+            for table, column in (
+                ("node_search", "rowid"),
+                ("node_heads", "rowid"),
+                ("node_grams", "rowid"),
+                ("node_signatures", "node_pk"),
+                ("node_index", "node_pk"),
+            ):
                 await self.connection.executemany(
                     f"DELETE FROM {table} WHERE {column} = ?", [(pks[i],) for i, _ in rows]
                 )
@@ -551,8 +712,10 @@ class Writer(DuplicateLookup):
             """INSERT INTO node_index (node_pk, templates, title_terms, template_terms, slug_terms, value_terms,
                                        value_shapes)
                VALUES (?, ?, ?, ?, ?, ?, ?)""",
-            [(pks[i], r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
-             for i, r in rows],
+            [
+                (pks[i], r.template, r.title, r.template_terms, r.slug_terms, r.value_terms, r.value_shapes)
+                for i, r in rows
+            ],
         )
 
     async def _optimize_search_tables(self) -> None:
@@ -568,12 +731,17 @@ class Writer(DuplicateLookup):
         if up:
             await self.connection.executemany(
                 """INSERT INTO term_counts (kind, term, doc) VALUES (?, ?, ?)
-                   ON CONFLICT (kind, term) DO UPDATE SET doc = doc + excluded.doc""", up)
+                   ON CONFLICT (kind, term) DO UPDATE SET doc = doc + excluded.doc""",
+                up,
+            )
         if down:  # an edit's rows mostly keep their terms: nothing to count down, no round trips
             await self.connection.executemany(
-                "UPDATE term_counts SET doc = max(doc + ?, 0) WHERE kind = ? AND term = ?", down)
+                "UPDATE term_counts SET doc = max(doc + ?, 0) WHERE kind = ? AND term = ?", down
+            )
             await self.connection.executemany(
-                "DELETE FROM term_counts WHERE kind = ? AND term = ? AND doc = 0", [(kind, term) for _, kind, term in down])
+                "DELETE FROM term_counts WHERE kind = ? AND term = ? AND doc = 0",
+                [(kind, term) for _, kind, term in down],
+            )
 
     async def _pks(self, ids: Sequence[str]) -> dict[str, int]:
         return {row[0]: row[1] for row in await self._all_in("SELECT id, pk FROM nodes WHERE id IN ({marks})", ids)}
@@ -589,8 +757,9 @@ class Writer(DuplicateLookup):
 
     # -- copying a whole mesh ---------------------------------------------------------------
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`, read in this transaction."""
         spec = copied_table(table)
         sql, params = copy_select(spec, after, until, ", ".join(spec.key), "?")
@@ -633,7 +802,9 @@ class Writer(DuplicateLookup):
 
     # -- sync -------------------------------------------------------------------------------
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         return [_revision_with_document(row) for row in await self._all(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
 
     async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
@@ -659,9 +830,7 @@ class Writer(DuplicateLookup):
 
     async def touch_node(self, node_id: str) -> None:
         """Move a node to the end of the change feed (new evidence), leaving its content alone."""
-        await self.connection.execute(
-            f"UPDATE nodes SET change_seq = {NEXT_CHANGE_SEQ} WHERE id = ?", (node_id,)
-        )
+        await self.connection.execute(f"UPDATE nodes SET change_seq = {NEXT_CHANGE_SEQ} WHERE id = ?", (node_id,))
 
     async def set_sync_cursor(self, remote: str, cursor: str) -> None:
         await self.connection.execute(
@@ -670,8 +839,13 @@ class Writer(DuplicateLookup):
             (remote, cursor, utc_now()),
         )
 
-    async def move_revisions(self, node_id: str, revision_ids: Sequence[str], keep_solution_revisions: dict[str, int],
-                             conflict: dict[str, Any]) -> int:
+    async def move_revisions(
+        self,
+        node_id: str,
+        revision_ids: Sequence[str],
+        keep_solution_revisions: dict[str, int],
+        conflict: dict[str, Any],
+    ) -> int:
         """Move local revisions into a new sync_conflicts row (documents included) and out of history,
         with the solution revision numbers only they used (the remote's take those numbers)."""
         conflict_id = await self.insert_row("sync_conflicts", {**conflict, "node_id": node_id, "created_at": utc_now()})
@@ -679,7 +853,9 @@ class Writer(DuplicateLookup):
         await self.connection.executemany(
             "INSERT INTO moved_revisions (revision_id, conflict_id) VALUES (?, ?)", [(i, conflict_id) for (i,) in ids]
         )
-        await self.connection.executemany("UPDATE failures SET archived_at = NULL, archived_by = NULL WHERE archived_by = ?", ids)
+        await self.connection.executemany(
+            "UPDATE failures SET archived_at = NULL, archived_by = NULL WHERE archived_by = ?", ids
+        )
         await self.connection.executemany("DELETE FROM undo_tokens WHERE revision_id = ?", ids)
         for solution_id, revision in await self._all(
             "SELECT solution_id, revision FROM solution_revisions WHERE node_id = ?", (node_id,)
@@ -690,18 +866,30 @@ class Writer(DuplicateLookup):
                     (node_id, solution_id, revision),
                 )
         marks = ",".join("?" * len(ids))  # one statement: moved revisions may refer to each other
-        await self.connection.execute(f"DELETE FROM article_revisions WHERE revision_id IN ({marks})", list(revision_ids))
+        await self.connection.execute(
+            f"DELETE FROM article_revisions WHERE revision_id IN ({marks})", list(revision_ids)
+        )
         return conflict_id
 
     async def set_conflict_kept(self, conflict_id: int, revision: int) -> None:
-        await self.connection.execute("UPDATE sync_conflicts SET kept_revision = ? WHERE id = ?", (revision, conflict_id))
+        await self.connection.execute(
+            "UPDATE sync_conflicts SET kept_revision = ? WHERE id = ?", (revision, conflict_id)
+        )
 
     async def apply_synced(self, head: SyncedHead, revisions: Sequence[SyncedRevision], *, fresh: bool) -> None:
         """Write the remote's revisions with their ids, numbers, authors and times, and make the last current
         (not its index rows: a sync writes a page's at once)."""
         last = revisions[-1].row
-        values = (head.status, head.title, last.version, last.revision, int(head.has_answer), head.signature_hash,
-                  json.dumps(head.quoted_values, ensure_ascii=False), last.created_at)
+        values = (
+            head.status,
+            head.title,
+            last.version,
+            last.revision,
+            int(head.has_answer),
+            head.signature_hash,
+            json.dumps(head.quoted_values, ensure_ascii=False),
+            last.created_at,
+        )
         if fresh:
             await self.connection.execute(
                 f"""INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
@@ -720,19 +908,40 @@ class Writer(DuplicateLookup):
         await self.connection.executemany(
             """INSERT OR IGNORE INTO node_versions (version, node_id, document, solution_revisions, created_at)
                VALUES (?, ?, ?, ?, ?)""",
-            [(r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at) for r in revisions],
+            [
+                (r.row.version, head.id, r.document_json, json.dumps(r.solution_revisions), r.row.created_at)
+                for r in revisions
+            ],
         )
         await self.connection.executemany(
             f"INSERT INTO article_revisions ({REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(r.revision_id, head.id, r.revision, r.parent_revision, r.kind, r.version, r.agent_id, r.model, r.summary,
-              json.dumps(r.changes, ensure_ascii=False), r.reverts_revision_id, r.created_at, r.agent_proof)
-             for r in (s.row for s in revisions)],
+            [
+                (
+                    r.revision_id,
+                    head.id,
+                    r.revision,
+                    r.parent_revision,
+                    r.kind,
+                    r.version,
+                    r.agent_id,
+                    r.model,
+                    r.summary,
+                    json.dumps(r.changes, ensure_ascii=False),
+                    r.reverts_revision_id,
+                    r.created_at,
+                    r.agent_proof,
+                )
+                for r in (s.row for s in revisions)
+            ],
         )
         await self.connection.executemany(
             """INSERT OR IGNORE INTO solution_revisions (node_id, solution_id, revision, behavior_hash, created_at)
                VALUES (?, ?, ?, ?, ?)""",
-            [(head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
-             for r in revisions for sid, digest in r.solution_hashes.items()],
+            [
+                (head.id, sid, r.solution_revisions[sid], digest, r.row.created_at)
+                for r in revisions
+                for sid, digest in r.solution_hashes.items()
+            ],
         )
 
     async def set_signature_hashes(self, hashes: Iterable[tuple[str, str]]) -> None:
@@ -745,8 +954,15 @@ class Store:
 
     shared = False  # one process serves a SQLite file
 
-    def __init__(self, path: str, writer: aiosqlite.Connection, reader: aiosqlite.Connection, created: bool,
-                 *, read_only: bool = False):
+    def __init__(
+        self,
+        path: str,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        created: bool,
+        *,
+        read_only: bool = False,
+    ):
         self.path = path
         self.created = created  # True when this open made the database (a copy refuses such a source)
         self.read_only = read_only  # a file this process may only read: opened read-only, every write refused
@@ -868,7 +1084,8 @@ class Store:
         """Every token's id (the start of its hash), agent, role and dates, oldest first."""
         rows = await self._fetchall(
             """SELECT substr(token_hash, 1, ?), agent_id, role, created_at, last_used_at, revoked_at FROM agent_tokens
-               ORDER BY created_at, agent_id, token_hash""", (TOKEN_ID_LENGTH,)
+               ORDER BY created_at, agent_id, token_hash""",
+            (TOKEN_ID_LENGTH,),
         )
         return [dict(zip(TOKEN_FIELDS, row)) for row in rows]
 
@@ -895,8 +1112,12 @@ class Store:
 
     async def get_nodes(self, ids: Sequence[str]) -> dict[str, NodeRow]:
         """{id: node} of those ids that exist, in one round trip."""
-        rows = await select_in(self._fetchall, f"""SELECT {NODE_COLUMNS} FROM nodes n
-                                    JOIN node_versions v ON v.version = n.current_version WHERE n.id IN ({{marks}})""", ids)
+        rows = await select_in(
+            self._fetchall,
+            f"""SELECT {NODE_COLUMNS} FROM nodes n
+                                    JOIN node_versions v ON v.version = n.current_version WHERE n.id IN ({{marks}})""",
+            ids,
+        )
         return {row.id: row for row in map(_node_row, rows)}
 
     async def get_nodes_by_pk(self, pks: Sequence[int]) -> list[NodeRow]:
@@ -940,9 +1161,7 @@ class Store:
         )
         return int(rows[0][0] or 1)
 
-    async def list_nodes(
-        self, *, ecosystem: str | None, after_id: str | None, limit: int
-    ) -> list[NodeRow]:
+    async def list_nodes(self, *, ecosystem: str | None, after_id: str | None, limit: int) -> list[NodeRow]:
         """Current, non-deprecated nodes in id order, after `after_id`."""
         where, params = listing_conditions(ecosystem, after_id, mark="?", node_id="n.id")
         rows = await self._fetchall(
@@ -974,8 +1193,14 @@ class Store:
 
     # -- search channels: each bounded, all read in one statement; ranking happens in `ranking`
 
-    async def channel_matches(self, hashes: Sequence[str], quoted: Sequence[str], signature_limit: int,
-                              queries: Sequence[TermQuery], family_limit: int = 0) -> list[tuple[str, int, str | None, str]]:
+    async def channel_matches(
+        self,
+        hashes: Sequence[str],
+        quoted: Sequence[str],
+        signature_limit: int,
+        queries: Sequence[TermQuery],
+        family_limit: int = 0,
+    ) -> list[tuple[str, int, str | None, str]]:
         """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
 
         `signature`: nodes indexed under any of `hashes`. A common error shape (`No module named
@@ -1011,8 +1236,10 @@ class Store:
                     params += [match, query.pool, query.per_family, query.limit]
                     continue
                 order = f"ORDER BY {rank} " if query.ranked else ""
-                parts.append(f"SELECT '{query.channel}' AS channel, rowid AS node_pk, NULL AS hash FROM "
-                             f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)")
+                parts.append(
+                    f"SELECT '{query.channel}' AS channel, rowid AS node_pk, NULL AS hash FROM "
+                    f"(SELECT rowid FROM {table} WHERE {table} MATCH ? {order}LIMIT ?)"
+                )
                 params += [match, query.limit]
         if not parts:
             return []
@@ -1032,11 +1259,13 @@ class Store:
                    WHERE node_pk IS NOT NULL ORDER BY node_pk LIMIT ?)"""
             params.append(family_limit)
         rows = await self._fetchall(
-            "SELECT m.*, n.current_version FROM (" + found + ") AS m JOIN nodes n ON n.pk = m.node_pk", params)
+            "SELECT m.*, n.current_version FROM (" + found + ") AS m JOIN nodes n ON n.pk = m.node_pk", params
+        )
         return fold_channel_rows(rows, signature_limit)
 
     async def candidate_texts(self, versions: dict[int, str]) -> list[CandidateText]:
         """The indexed text of each node of `versions` ({pk: current version}), in that order (kept per version)."""
+
         async def fetch(missing: list[int]) -> list[tuple[str, CandidateText]]:
             rows = await self._fetchall(
                 f"""SELECT {CANDIDATE_COLUMNS}, n.current_version FROM node_index i JOIN nodes n ON n.pk = i.node_pk
@@ -1123,8 +1352,19 @@ class Store:
                FROM dedupe_tasks t WHERE (:status IS NULL OR t.status = :status) ORDER BY t.id LIMIT :limit""",
             {"status": status, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"task_id": r[0], "node": r[1], "candidate": r[2], "reason": r[3], "status": r[4], "canonical_id": r[5],
-                 "created_at": r[6], "votes": {"same": r[7], "different": r[8]}} for r in rows]
+        return [
+            {
+                "task_id": r[0],
+                "node": r[1],
+                "candidate": r[2],
+                "reason": r[3],
+                "status": r[4],
+                "canonical_id": r[5],
+                "created_at": r[6],
+                "votes": {"same": r[7], "different": r[8]},
+            }
+            for r in rows
+        ]
 
     async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]:
         rows = await self._fetchall(
@@ -1132,8 +1372,19 @@ class Store:
                WHERE (:number IS NULL OR number = :number) ORDER BY number DESC LIMIT :limit""",
             {"number": number, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"number": r[0], "title": r[1], "body": r[2], **json.loads(r[3]), "agent": r[4], "status": r[5],
-                 "created_at": r[6], **({"resolution": json.loads(r[7])} if r[7] else {})} for r in rows]
+        return [
+            {
+                "number": r[0],
+                "title": r[1],
+                "body": r[2],
+                **json.loads(r[3]),
+                "agent": r[4],
+                "status": r[5],
+                "created_at": r[6],
+                **({"resolution": json.loads(r[7])} if r[7] else {}),
+            }
+            for r in rows
+        ]
 
     async def redirect(self, node_id: str) -> str | None:
         """The canonical node a merged node answers with, or None."""
@@ -1147,8 +1398,19 @@ class Store:
                WHERE (:target IS NULL OR target = :target) AND id > :after ORDER BY id LIMIT :limit""",
             {"target": target, "after": after, "limit": limit},  # type: ignore[arg-type]
         )
-        return [{"id": r[0], "action": r[1], "target": r[2], **json.loads(r[3]), "note": r[4],
-                 "maintainer": {"id": r[5], "proven": True}, "proof": r[6], "created_at": r[7]} for r in rows]
+        return [
+            {
+                "id": r[0],
+                "action": r[1],
+                "target": r[2],
+                **json.loads(r[3]),
+                "note": r[4],
+                "maintainer": {"id": r[5], "proven": True},
+                "proof": r[6],
+                "created_at": r[7],
+            }
+            for r in rows
+        ]
 
     async def failures_of(self, node_id: str) -> list[dict[str, Any]]:
         """Every failed attempt on a node, visible and archived, oldest first."""
@@ -1159,9 +1421,19 @@ class Store:
             (node_id,),
         )
         return [
-            {"id": r[0], "environment": json.loads(r[1]), "cluster": r[2], "summary": r[3], "steps": json.loads(r[4]),
-             "reason": r[5], "agent": agent_object({"id": r[6], "model": r[7]}, r[11]), "created_at": r[8],
-             "archived": r[9] is not None, "archived_at": r[9], "archived_by_revision": r[10]}
+            {
+                "id": r[0],
+                "environment": json.loads(r[1]),
+                "cluster": r[2],
+                "summary": r[3],
+                "steps": json.loads(r[4]),
+                "reason": r[5],
+                "agent": agent_object({"id": r[6], "model": r[7]}, r[11]),
+                "created_at": r[8],
+                "archived": r[9] is not None,
+                "archived_at": r[9],
+                "archived_by_revision": r[10],
+            }
             for r in rows
         ]
 
@@ -1192,16 +1464,22 @@ class Store:
         )
         return [_revision_row(row) for row in rows]
 
-    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(
+        self, node_id: str, after: int = 0
+    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
-        return [_revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))]
+        return [
+            _revision_with_document(row) for row in await self._fetchall(REVISIONS_WITH_DOCUMENTS, (node_id, after))
+        ]
 
     async def synced_states(self, remote: str, node_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """{node id: (the last revision known identical here and on `remote`, i.e. the merge base;
         the remote's last feedback id copied here)} of the nodes synced before."""
         rows = await select_in(
-            self._fetchall, "SELECT node_id, revision, evidence_after FROM synced_nodes WHERE remote = ? AND node_id IN ({marks})",
-            node_ids, before=[remote],
+            self._fetchall,
+            "SELECT node_id, revision, evidence_after FROM synced_nodes WHERE remote = ? AND node_id IN ({marks})",
+            node_ids,
+            before=[remote],
         )
         return {row[0]: (int(row[1]), int(row[2])) for row in rows}
 
@@ -1223,10 +1501,21 @@ class Store:
                       created_at FROM sync_conflicts WHERE ? IS NULL OR node_id = ? ORDER BY id""",
             (node_id, node_id),
         )
-        keys = ("id", "remote", "node_id", "base_revision", "remote_revision", "local_revisions", "both_changed",
-                "kept_revision", "created_at")
-        return [{**dict(zip(keys, row)), "local_revisions": json.loads(row[5]), "both_changed": json.loads(row[6])}
-                for row in rows]
+        keys = (
+            "id",
+            "remote",
+            "node_id",
+            "base_revision",
+            "remote_revision",
+            "local_revisions",
+            "both_changed",
+            "kept_revision",
+            "created_at",
+        )
+        return [
+            {**dict(zip(keys, row)), "local_revisions": json.loads(row[5]), "both_changed": json.loads(row[6])}
+            for row in rows
+        ]
 
     async def document_at(self, node_id: str, revision: int) -> dict[str, Any] | None:
         """The document an article revision published."""
@@ -1253,7 +1542,9 @@ class Store:
                 return
             after = rows[-1][0]
 
-    async def document_frequencies(self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()) -> Frequencies:
+    async def document_frequencies(
+        self, terms: Sequence[str], grams: Sequence[str] = (), heads: Sequence[str] = ()
+    ) -> Frequencies:
         """How many nodes hold each term (in any field), each template trigram of `grams` and each term
         of `heads` in title or signature (absent ones are left out), and `indexed_node_count`.
 
@@ -1282,20 +1573,27 @@ class Store:
                 self._frequencies = ((version, generation), known)
             known.update(fresh)
         counts = {key: fresh[key] if key in fresh else known[key] for key in wanted}
-        return Frequencies(*({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked),
-                           nodes=nodes)
+        return Frequencies(
+            *({term: n for (k, term), n in counts.items() if k == kind and n} for kind, _ in asked), nodes=nodes
+        )
 
     async def _counted(self, keys: list[tuple[str, str]]) -> tuple[int, int, dict[tuple[str, str], int]]:
         """(the reader's data version, the highest node pk, {key: count} of `keys`), in one statement:
         one snapshot of the database."""
-        parts = ["SELECT 'version', '', data_version FROM pragma_data_version",
-                 "SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes"]
+        parts = [
+            "SELECT 'version', '', data_version FROM pragma_data_version",
+            "SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes",
+        ]
         params: list[str] = []
         for kind in dict.fromkeys(kind for kind, _ in keys):
             chosen = [term for k, term in keys if k == kind]
-            parts.append(f"SELECT kind, term, doc FROM term_counts WHERE kind = ? AND term IN ({','.join('?' * len(chosen))})")
+            parts.append(
+                f"SELECT kind, term, doc FROM term_counts WHERE kind = ? AND term IN ({','.join('?' * len(chosen))})"
+            )
             params += [kind, *chosen]
-        counted = {(kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)}
+        counted = {
+            (kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)
+        }
         return (counted.pop(("version", "")), counted.pop(("nodes", "")), {key: counted.get(key, 0) for key in keys})
 
     async def count_nodes(self) -> int:
@@ -1307,8 +1605,9 @@ class Store:
         rows = await self._fetchall(f"SELECT count(*) FROM {copied_table(table).name}")
         return int(rows[0][0])
 
-    async def dump_table(self, table: str, after: Sequence[Any] | None, limit: int,
-                         until: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    async def dump_table(
+        self, table: str, after: Sequence[Any] | None, limit: int, until: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Rows of one `COPIED_TABLES` table (its columns, in key order) with key > `after` and <= `until`: what a copy reads."""
         spec = copied_table(table)
         sql, params = copy_select(spec, after, until, ", ".join(spec.key), "?")
@@ -1323,7 +1622,7 @@ class Store:
         when something could not be read: a sound mesh's facts are the same on both backends.
         """
         try:
-            (integrity,), = await self._fetchall("PRAGMA quick_check(1)")
+            ((integrity,),) = await self._fetchall("PRAGMA quick_check(1)")
             # "*** in database main ***\nPage 760: btreeInitPage() returns error code 11": one line, for doctor's
             integrity = " ".join(line for line in str(integrity).splitlines() if not line.startswith("***"))
         except sqlite3.DatabaseError as error:  # damage the check itself trips over (e.g. the schema's pages)
@@ -1340,19 +1639,31 @@ class Store:
         schema = await fact("schema version", "SELECT coalesce(max(version), 0) FROM schema_migrations")
         nodes = await fact("node count", "SELECT count(*) FROM nodes")
         indexed = await fact("search index's node count", "SELECT count(*) FROM node_index")
-        tokens = dict(await fact(  # type: ignore[arg-type]
-            "tokens", "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"))
+        tokens = dict(
+            await fact(  # type: ignore[arg-type]
+                "tokens", "SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role"
+            )
+        )
         syncs = await fact("syncs", "SELECT remote, synced_at FROM sync_state ORDER BY remote")
-        meta = dict(await fact(  # type: ignore[arg-type]
-            "index versions", "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"))
-        return {"schema_version": int(schema[0][0]) if schema else 0,
-                "latest_schema_version": max(n for n, _, _ in migrations()),
-                "backend": "sqlite", "nodes": int(nodes[0][0]) if nodes else 0,
-                "indexed_nodes": int(indexed[0][0]) if indexed else 0,
-                "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
-                "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs], "integrity": integrity,
-                "normalizer_version": meta.get("normalizer_version"), "search_index_version": meta.get("search_index_version"),
-                **({"unreadable": unreadable} if unreadable else {})}
+        meta = dict(
+            await fact(  # type: ignore[arg-type]
+                "index versions",
+                "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')",
+            )
+        )
+        return {
+            "schema_version": int(schema[0][0]) if schema else 0,
+            "latest_schema_version": max(n for n, _, _ in migrations()),
+            "backend": "sqlite",
+            "nodes": int(nodes[0][0]) if nodes else 0,
+            "indexed_nodes": int(indexed[0][0]) if indexed else 0,
+            "tokens": {"agent": int(tokens.get("agent", 0)), "maintainer": int(tokens.get("maintainer", 0))},
+            "syncs": [{"remote": remote, "synced_at": at} for remote, at in syncs],
+            "integrity": integrity,
+            "normalizer_version": meta.get("normalizer_version"),
+            "search_index_version": meta.get("search_index_version"),
+            **({"unreadable": unreadable} if unreadable else {}),
+        }
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, read as
@@ -1461,11 +1772,16 @@ def _unusable(path: str, error: sqlite3.Error) -> DatabaseUnusable:
     """The one line for a SQLite error raised while opening `path`."""
     message = str(error) or type(error).__name__
     if _is_disk_full(error, path):  # a runtime fault, not bad usage: 507, the CLI exits 1
-        return DatabaseUnusable(path, f"cannot open {path}: the disk holding it is full (nothing was written; "
-                                "free some space)", status=507, code="storage_full")
+        return DatabaseUnusable(
+            path,
+            f"cannot open {path}: the disk holding it is full (nothing was written; free some space)",
+            status=507,
+            code="storage_full",
+        )
     if _error_code(error) == sqlite3.SQLITE_CORRUPT:  # ours, damaged: not "not a knowmesh database"
-        return DatabaseUnusable(path, f"{path} is damaged ({message}): restore it from a backup",
-                                status=500, code="database_corrupt")
+        return DatabaseUnusable(
+            path, f"{path} is damaged ({message}): restore it from a backup", status=500, code="database_corrupt"
+        )
     if isinstance(error, sqlite3.OperationalError):
         if _is_busy(error):
             return DatabaseUnusable(path, f"cannot open {path} ({message})", status=503, code="database_busy")
@@ -1491,11 +1807,14 @@ async def _identify(connection: aiosqlite.Connection, path: str) -> None:
     if "schema_migrations" not in tables:
         shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
         raise DatabaseUnusable(
-            path, f"{path} is not a knowmesh database (a SQLite database with no schema_migrations table; tables: {shown})"
+            path,
+            f"{path} is not a knowmesh database (a SQLite database with no schema_migrations table; tables: {shown})",
         )
     columns = {row[1] for row in await connection.execute_fetchall("PRAGMA table_info(schema_migrations)")}
     if not {"version", "name", "applied_at"} <= columns:
-        raise DatabaseUnusable(path, f"{path} is not a knowmesh database (its schema_migrations table is another application's)")
+        raise DatabaseUnusable(
+            path, f"{path} is not a knowmesh database (its schema_migrations table is another application's)"
+        )
     applied = list(await connection.execute_fetchall("SELECT version, name FROM schema_migrations"))
     known = {number: name for number, name, _ in migrations()}
     if any(known.get(version, name) != name for version, name in applied) or (not applied and len(tables) > 1):
@@ -1548,9 +1867,7 @@ async def _migrate(connection: aiosqlite.Connection) -> bool:
         await connection.execute("BEGIN IMMEDIATE")
         try:
             # Another process may have migrated while we waited for the lock.
-            async with connection.execute(
-                "SELECT 1 FROM schema_migrations WHERE version = ?", (number,)
-            ) as cursor:
+            async with connection.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (number,)) as cursor:
                 if await cursor.fetchone():
                     created = False
                     await connection.execute("ROLLBACK")
@@ -1574,16 +1891,20 @@ async def _check_migrated(connection: aiosqlite.Connection, path: str) -> bool:
     """A read-only database cannot be migrated: it must already hold a mesh at this code's schema.
     Returns False (this open made nothing)."""
     tables = await connection.execute_fetchall(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    )
     current = 0
     if list(tables):
-        (current,), = await connection.execute_fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
+        ((current,),) = await connection.execute_fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
     if current == 0:
         raise DatabaseUnusable(path, f"{path} is read-only and holds no mesh yet: there is nothing in it to read")
     latest = max(number for number, _, _ in migrations())
     if current < latest:
-        raise DatabaseUnusable(path, f"{path} is read-only and its schema (version {current}) is older than this "
-                               f"code's ({latest}): open it once where it may be written, to migrate it")
+        raise DatabaseUnusable(
+            path,
+            f"{path} is read-only and its schema (version {current}) is older than this "
+            f"code's ({latest}): open it once where it may be written, to migrate it",
+        )
     return False
 
 

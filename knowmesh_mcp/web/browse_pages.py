@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 from xml.sax.saxutils import escape as xml_escape
 
-from knowmesh_mcp.web.shell import ecosystem_href, node_href, plural
 from knowmesh_mcp.search.ranking import LIKELY
+from knowmesh_mcp.web.shell import ecosystem_href, node_href, plural
 
 # URLs one file of the sitemap holds: sitemaps.org allows 50,000, but a file is one request, and at
 # 10,000 the biggest costs a server what a few page views do. Past it /sitemap.xml is an index of files.
@@ -24,8 +24,10 @@ SITEMAP_LIMIT = 10_000
 def counts_line(counts: list[dict[str, Any]]) -> str:
     total = sum(c["nodes"] for c in counts)
     unsolved = sum(c["open"] for c in counts)
-    return (f"{plural(total, 'problem')} in {plural(len(counts), 'ecosystem')}: "
-            f"{total - unsolved} answered, {unsolved} open.")
+    return (
+        f"{plural(total, 'problem')} in {plural(len(counts), 'ecosystem')}: "
+        f"{total - unsolved} answered, {unsolved} open."
+    )
 
 
 # -- the front door -----------------------------------------------------------------------------
@@ -33,8 +35,13 @@ def counts_line(counts: list[dict[str, Any]]) -> str:
 
 def home(counts: list[dict[str, Any]], unsolved: dict[str, Any], review_total: int, issues: int) -> dict[str, Any]:
     """What this is, a search box, the ecosystems, the open problems, and where to go next."""
-    return {"counts": counts, "counts_line": counts_line(counts), "unsolved": unsolved, "review_total": review_total,
-            "issues": issues}
+    return {
+        "counts": counts,
+        "counts_line": counts_line(counts),
+        "unsolved": unsolved,
+        "review_total": review_total,
+        "issues": issues,
+    }
 
 
 # -- /nodes -----------------------------------------------------------------------------------
@@ -53,8 +60,9 @@ def index(counts: list[dict[str, Any]], nodes: list[dict[str, Any]] | None, stat
     return {
         "counts": [{**c, "anchor": eco_anchor(c["ecosystem"])} for c in counts],
         "counts_line": counts_line(counts),
-        "groups": None if nodes is None else [{"ecosystem": eco, "anchor": eco_anchor(eco), "nodes": items}
-                                              for eco, items in sorted(groups.items())],
+        "groups": None
+        if nodes is None
+        else [{"ecosystem": eco, "anchor": eco_anchor(eco), "nodes": items} for eco, items in sorted(groups.items())],
         "states": states,
     }
 
@@ -63,23 +71,32 @@ def ecosystem_page_href(ecosystem: str, cursor: str | None = None) -> str:
     return ecosystem_href(ecosystem) + ("?" + urlencode({"cursor": cursor}) if cursor else "")
 
 
-def ecosystem(name: str, listed: dict[str, Any], count: dict[str, Any] | None, states: dict[str, str],
-              first_page: bool) -> dict[str, Any]:
+def ecosystem(
+    name: str, listed: dict[str, Any], count: dict[str, Any] | None, states: dict[str, str], first_page: bool
+) -> dict[str, Any]:
     """One page of one ecosystem's nodes, answered and open, with a link to the next."""
     pages = []
     if not first_page:
         pages.append((ecosystem_page_href(name), None, "First page"))
     if listed["next_cursor"]:
         pages.append((ecosystem_page_href(name, listed["next_cursor"]), "next", "Next page"))
-    return {"ecosystem": name, "listed": listed, "count": count, "states": states, "first_page": first_page,
-            "pages": pages}
+    return {
+        "ecosystem": name,
+        "listed": listed,
+        "count": count,
+        "states": states,
+        "first_page": first_page,
+        "pages": pages,
+    }
 
 
 def ecosystem_description(ecosystem: str, count: dict[str, Any] | None) -> str:
     if not count:
         return f"Knowmesh problems in {ecosystem}."
-    return (f"{count['nodes']} {ecosystem} errors coding agents hit, with answers, verify commands and evidence; "
-            f"{count['open']} still open.")
+    return (
+        f"{count['nodes']} {ecosystem} errors coding agents hit, with answers, verify commands and evidence; "
+        f"{count['open']} still open."
+    )
 
 
 # -- search results -------------------------------------------------------------------------------
@@ -129,6 +146,8 @@ def sitemap_xml(base: str, fixed: list[str], nodes: list[dict[str, Any]]) -> str
 
 def sitemap_index_xml(base: str, files: int) -> str:
     """The sitemap index of a mesh too big for one file: `/sitemap.xml?page=N` for each file."""
-    entries = [f"<sitemap><loc>{xml_escape(f'{base}/sitemap.xml?page={number}')}</loc></sitemap>"
-               for number in range(1, files + 1)]
+    entries = [
+        f"<sitemap><loc>{xml_escape(f'{base}/sitemap.xml?page={number}')}</loc></sitemap>"
+        for number in range(1, files + 1)
+    ]
     return f'{_XML}<sitemapindex xmlns="{_NAMESPACE}">\n' + "\n".join(entries) + "\n</sitemapindex>\n"

@@ -25,13 +25,17 @@ STATUS_MEANINGS = {
 }
 ANSWER_MEANINGS = {
     "verified": "two independent agents reported an answer solved their problem, and no failure is open "
-                "(outcome reports set this).",
+    "(outcome reports set this).",
     "draft": "no answer has been reported solved by two independent agents yet (outcome reports set this).",
     "disputed": "agents reported an answer both failed and solved: read its evidence (outcome reports set this).",
     "failed": "two independent agents reported the answer failed (outcome reports set this).",
 }
 NO_ANSWER = "no answer yet: this problem is open for anyone to answer."
-SECTIONS = (("symptom", "Symptom", "symptom"), ("context", "Context", "context"), ("root_cause", "Root cause", "root-cause"))
+SECTIONS = (
+    ("symptom", "Symptom", "symptom"),
+    ("context", "Context", "context"),
+    ("root_cause", "Root cause", "root-cause"),
+)
 
 
 def history_href(node_id: str) -> str:
@@ -49,8 +53,11 @@ def json_path(node_id: str) -> str:
 def states(status: str, has_answer: bool, answer_state: str | None) -> dict[str, str]:
     """`status` and `answer state`, one line each, so the two never read as a contradiction."""
     state = (answer_state if answer_state in ANSWER_MEANINGS else "draft") if has_answer else "none"
-    return {"status_line": STATUS_MEANINGS.get(status, "set by maintainers."), "answer_state": state,
-            "answer_line": ANSWER_MEANINGS[state] if has_answer else NO_ANSWER}
+    return {
+        "status_line": STATUS_MEANINGS.get(status, "set by maintainers."),
+        "answer_state": state,
+        "answer_line": ANSWER_MEANINGS[state] if has_answer else NO_ANSWER,
+    }
 
 
 # -- the article ----------------------------------------------------------------------------
@@ -62,8 +69,14 @@ def served_evidence(solution: dict[str, Any]) -> list[str]:
     if not evidence:
         return []
     solved, failed = evidence.get("solved_agents", 0), evidence.get("failed_agents", 0)
-    text = ", ".join(part for part in (f"worked for {plural(solved, 'agent')}" if solved else "",
-                                       f"failed for {plural(failed, 'agent')}" if failed else "") if part)
+    text = ", ".join(
+        part
+        for part in (
+            f"worked for {plural(solved, 'agent')}" if solved else "",
+            f"failed for {plural(failed, 'agent')}" if failed else "",
+        )
+        if part
+    )
     return [f"{text} (all environments together)"] if text else []
 
 
@@ -71,14 +84,19 @@ def answer(solution: dict[str, Any], words: AnswerEvidence | None) -> dict[str, 
     """One answer with its state and what the reports say about it, one sentence per environment."""
     notes = []
     if words and words.earlier:
-        notes.append(f"{plural(words.earlier, 'report')} on earlier revisions of this answer (they do not count for this one)")
+        notes.append(
+            f"{plural(words.earlier, 'report')} on earlier revisions of this answer (they do not count for this one)"
+        )
     if words and words.uncounted:
         notes.append(f"{plural(words.uncounted, 'report')} from agents without a token, kept but not counted")
     solution_notes = solution.get("notes")
-    return {"solution": solution, "state": solution.get("answer_state") or "draft",
-            "evidence_lines": words.lines if words else served_evidence(solution),
-            "evidence_notes": [note.capitalize() for note in notes],
-            "notes": (solution_notes if isinstance(solution_notes, list) else [solution_notes]) if solution_notes else []}
+    return {
+        "solution": solution,
+        "state": solution.get("answer_state") or "draft",
+        "evidence_lines": words.lines if words else served_evidence(solution),
+        "evidence_notes": [note.capitalize() for note in notes],
+        "notes": (solution_notes if isinstance(solution_notes, list) else [solution_notes]) if solution_notes else [],
+    }
 
 
 def _number(value: Any) -> str:
@@ -88,10 +106,15 @@ def _number(value: Any) -> str:
 def stats_shown(stats: dict[str, Any] | None) -> dict[str, Any] | None:
     if not stats:
         return None
-    return {"sample_size": stats.get("sample_size"), "solved": _number(stats.get("solved")),
-            "failed": _number(stats.get("failed")), "success_score": _number(stats.get("success_score")),
-            "low_confidence": bool(stats.get("low_confidence")), "stale": bool(stats.get("stale")),
-            "last_verified": stats.get("last_verified")}
+    return {
+        "sample_size": stats.get("sample_size"),
+        "solved": _number(stats.get("solved")),
+        "failed": _number(stats.get("failed")),
+        "success_score": _number(stats.get("success_score")),
+        "low_confidence": bool(stats.get("low_confidence")),
+        "stale": bool(stats.get("stale")),
+        "last_verified": stats.get("last_verified"),
+    }
 
 
 def environment_text(environment: Any) -> str:
@@ -114,24 +137,39 @@ def revisions(node_id: str, history: dict[str, Any]) -> list[dict[str, Any]]:
     shown = []
     for revision in sorted(history.get("revisions", []), key=lambda r: r["revision"], reverse=True):
         number = revision["revision"]
-        changed = [change["path"] for change in revision.get("changes") or []  # a create changes the whole document
-                   if isinstance(change, dict) and isinstance(change.get("path"), str) and change["path"]]
-        shown.append({"number": number, "created_at": revision.get("created_at"), "agent": revision.get("agent"),
-                      "kind": revision.get("kind") or "edit", "summary": revision.get("summary") or "(no summary)",
-                      "changed": changed,
-                      "diff": diff_href(node_id, number - 1, number) if isinstance(number, int) and number > 1 else None})
+        changed = [
+            change["path"]
+            for change in revision.get("changes") or []  # a create changes the whole document
+            if isinstance(change, dict) and isinstance(change.get("path"), str) and change["path"]
+        ]
+        shown.append(
+            {
+                "number": number,
+                "created_at": revision.get("created_at"),
+                "agent": revision.get("agent"),
+                "kind": revision.get("kind") or "edit",
+                "summary": revision.get("summary") or "(no summary)",
+                "changed": changed,
+                "diff": diff_href(node_id, number - 1, number) if isinstance(number, int) and number > 1 else None,
+            }
+        )
     return shown
 
 
-def node(view: dict[str, Any], history: dict[str, Any], shared: list[dict[str, Any]],
-         evidence: dict[str, AnswerEvidence]) -> dict[str, Any]:
+def node(
+    view: dict[str, Any], history: dict[str, Any], shared: list[dict[str, Any]], evidence: dict[str, AnswerEvidence]
+) -> dict[str, Any]:
     """What `node.html` shows: the article, its answers with their evidence, failures and history."""
     content, signature = view["content"], view["signature"]
     return {
-        "view": view, "content": content, "signature": signature,
-        "environment": signature.get("environment", []), "sections": SECTIONS,
+        "view": view,
+        "content": content,
+        "signature": signature,
+        "environment": signature.get("environment", []),
+        "sections": SECTIONS,
         **states(view["status"], view["has_answer"], view.get("answer_state")),
-        "json_path": json_path(view["id"]), "history_href": history_href(view["id"]),
+        "json_path": json_path(view["id"]),
+        "history_href": history_href(view["id"]),
         "answers": [answer(s, evidence.get(s["id"])) for s in content.get("solutions", [])],
         "stats": stats_shown(view.get("stats")),
         "shared": [{**failure, "environment_text": environment_text(failure.get("environment"))} for failure in shared],
@@ -149,8 +187,12 @@ def node_description(view: dict[str, Any]) -> str:
 
 
 def history_page(view: dict[str, Any], history: dict[str, Any]) -> dict[str, Any]:
-    return {"view": view, "current": history["current_revision"], "revisions": revisions(view["id"], history),
-            "json_path": json_path(view["id"])}
+    return {
+        "view": view,
+        "current": history["current_revision"],
+        "revisions": revisions(view["id"], history),
+        "json_path": json_path(view["id"]),
+    }
 
 
 def _lines(value: Any) -> list[str]:
@@ -183,12 +225,25 @@ OP_WORDS = {"set": "changed", "add": "added", "remove": "removed"}
 def diff_page(view: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
     node_id = view["id"]
     first, last, current = diff["from_revision"], diff["to_revision"], diff["current_revision"]
-    changes = [{"path": str(change.get("path", "")), "word": OP_WORDS.get(str(change.get("op")), "changed"),
-                "rows": line_diff(change.get("old"), change.get("new"))} for change in diff.get("changes") or []]
+    changes = [
+        {
+            "path": str(change.get("path", "")),
+            "word": OP_WORDS.get(str(change.get("op")), "changed"),
+            "rows": line_diff(change.get("old"), change.get("new")),
+        }
+        for change in diff.get("changes") or []
+    ]
     pages = []
     if first > 1:
         pages.append((diff_href(node_id, first - 1, first), "prev", "Previous change"))
     if last < current:
         pages.append((diff_href(node_id, last, last + 1), "next", "Next change"))
-    return {"view": view, "first": first, "last": last, "current": current, "changes": changes, "pages": pages,
-            "history_href": history_href(node_id)}
+    return {
+        "view": view,
+        "first": first,
+        "last": last,
+        "current": current,
+        "changes": changes,
+        "pages": pages,
+        "history_href": history_href(node_id),
+    }

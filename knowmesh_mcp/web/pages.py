@@ -32,17 +32,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from knowmesh_mcp.web import browse_pages
-from knowmesh_mcp.web import doc_pages
-from knowmesh_mcp.web import node_pages
-from knowmesh_mcp.web import queue_pages
-from knowmesh_mcp.web.doc_pages import DOCS, render_markdown, safe_link
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.evidence_words import AnswerEvidence, answers_evidence
 from knowmesh_mcp.core.limits import to_int
 from knowmesh_mcp.services.outcomes import issue_markdown, issues_markdown
-from knowmesh_mcp.web.shell import NODE_HEADERS, PAGE_HEADERS, absolute, ecosystem_href, error_page, node_href, page
 from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.web import browse_pages, doc_pages, node_pages, queue_pages
+from knowmesh_mcp.web.doc_pages import DOCS, render_markdown, safe_link
+from knowmesh_mcp.web.shell import NODE_HEADERS, PAGE_HEADERS, absolute, ecosystem_href, error_page, node_href, page
 
 # render_markdown and safe_link: older callers import them from here
 __all__ = ["PAGES", "node_href", "page_routes", "render_markdown", "safe_link", "wants_html"]
@@ -123,22 +120,39 @@ async def home(service: Service, request: Request) -> Response:
     counts = await service.ecosystem_counts()
     unsolved = await service.review_queue(reason="unsolved", limit=HOME_OPEN_PROBLEMS)
     issues = len(await service.list_issues())
-    return page("home.html", title="A shared knowledge base of failure patterns",
-                description="Error messages coding agents hit, each with the answer that fixed it, a command that "
-                            "verifies the fix, and what agents reported after running it.",
-                canonical=absolute(request, "/"), headers=NODE_HEADERS,
-                **browse_pages.home(counts, unsolved, sum(unsolved["counts"].values()), issues))
+    return page(
+        "home.html",
+        title="A shared knowledge base of failure patterns",
+        description="Error messages coding agents hit, each with the answer that fixed it, a command that "
+        "verifies the fix, and what agents reported after running it.",
+        canonical=absolute(request, "/"),
+        headers=NODE_HEADERS,
+        **browse_pages.home(counts, unsolved, sum(unsolved["counts"].values()), issues),
+    )
 
 
 async def search_results(service: Service, request: Request, q: str, env: str) -> Response:
     try:
         envelope = await service.search(q, env=env or None, limit=SEARCH_LIMIT)
     except KnowmeshError as error:
-        return page("search.html", title="Search", description="Search Knowmesh", noindex=True, status=error.status,
-                    headers=NODE_HEADERS, **browse_pages.search(q, env, None, error.message))
-    return page("search.html", title="Search", description=f"Knowmesh results for {q}",
-                canonical=absolute(request, "/nodes"), noindex=True, headers=NODE_HEADERS,
-                **browse_pages.search(q, env, envelope))
+        return page(
+            "search.html",
+            title="Search",
+            description="Search Knowmesh",
+            noindex=True,
+            status=error.status,
+            headers=NODE_HEADERS,
+            **browse_pages.search(q, env, None, error.message),
+        )
+    return page(
+        "search.html",
+        title="Search",
+        description=f"Knowmesh results for {q}",
+        canonical=absolute(request, "/nodes"),
+        noindex=True,
+        headers=NODE_HEADERS,
+        **browse_pages.search(q, env, envelope),
+    )
 
 
 async def nodes_index(service: Service, request: Request) -> Response:
@@ -153,25 +167,41 @@ async def nodes_index(service: Service, request: Request) -> Response:
     counts = await service.ecosystem_counts()
     small = sum(c["nodes"] for c in counts) <= INLINE_LIMIT
     nodes, states = (await all_nodes(service), await node_states(service)) if small else (None, {})
-    return page("nodes.html", title="Nodes", description=f"{browse_pages.counts_line(counts)} Every error in Knowmesh, "
-                "by ecosystem.", canonical=absolute(request, "/nodes"), headers=NODE_HEADERS,
-                **browse_pages.index(counts, nodes, states))
+    return page(
+        "nodes.html",
+        title="Nodes",
+        description=f"{browse_pages.counts_line(counts)} Every error in Knowmesh, by ecosystem.",
+        canonical=absolute(request, "/nodes"),
+        headers=NODE_HEADERS,
+        **browse_pages.index(counts, nodes, states),
+    )
 
 
 async def ecosystem_list(service: Service, request: Request, ecosystem: str) -> Response:
     cursor = request.query_params.get("cursor") or None
-    listed = await service.list_nodes(ecosystem=ecosystem, fields="title,ecosystem,has_answer",
-                                      limit=ECOSYSTEM_PAGE, cursor=cursor)
+    listed = await service.list_nodes(
+        ecosystem=ecosystem, fields="title,ecosystem,has_answer", limit=ECOSYSTEM_PAGE, cursor=cursor
+    )
     name = listed["ecosystem"]
     counts = await service.ecosystem_counts()
     count = next((c for c in counts if c["ecosystem"] == name), None)
     if count is None and not listed["nodes"]:
-        return error_page(404, "No such ecosystem", f"No node has the ecosystem {ecosystem!r}.",
-                          headers=NODE_HEADERS, ecosystems=counts)
+        return error_page(
+            404,
+            "No such ecosystem",
+            f"No node has the ecosystem {ecosystem!r}.",
+            headers=NODE_HEADERS,
+            ecosystems=counts,
+        )
     states = await small_mesh_states(service, counts) or {}
-    return page("ecosystem.html", title=f"{name} problems", description=browse_pages.ecosystem_description(name, count),
-                canonical=absolute(request, browse_pages.ecosystem_page_href(name, cursor)), headers=NODE_HEADERS,
-                **browse_pages.ecosystem(name, listed, count, states, cursor is None))
+    return page(
+        "ecosystem.html",
+        title=f"{name} problems",
+        description=browse_pages.ecosystem_description(name, count),
+        canonical=absolute(request, browse_pages.ecosystem_page_href(name, cursor)),
+        headers=NODE_HEADERS,
+        **browse_pages.ecosystem(name, listed, count, states, cursor is None),
+    )
 
 
 async def ecosystem_page(service: Service, request: Request) -> Response:
@@ -190,18 +220,29 @@ async def node_page(service: Service, request: Request) -> Response:
         result = await service.read_node(node_id, service.read_request(include="archived_failures,alternatives"))
     except KnowmeshError as error:
         if error.status in (400, 404):
-            return error_page(404, "Node not found", f"There is no node {node_id!r}.", headers=NODE_HEADERS, search=True)
+            return error_page(
+                404, "Node not found", f"There is no node {node_id!r}.", headers=NODE_HEADERS, search=True
+            )
         raise
     view = result.body
     history = await service.article_history(node_id)
     shared = (await service.list_failures(node_id))["failures"]
     evidence = await evidence_of(service, view) or {}
     indexable = view["has_answer"] and view["status"] != "deprecated"
-    headers = {**NODE_HEADERS, "X-Knowmesh-Has-Answer": "true" if view["has_answer"] else "false",
-               "X-Knowmesh-Article-Revision": str(view["revision"])}
-    return page("node.html", title=view["title"], description=node_pages.node_description(view),
-                canonical=absolute(request, view["html_path"]), noindex=not indexable, headers=headers,
-                **node_pages.node(view, history, shared, evidence))
+    headers = {
+        **NODE_HEADERS,
+        "X-Knowmesh-Has-Answer": "true" if view["has_answer"] else "false",
+        "X-Knowmesh-Article-Revision": str(view["revision"]),
+    }
+    return page(
+        "node.html",
+        title=view["title"],
+        description=node_pages.node_description(view),
+        canonical=absolute(request, view["html_path"]),
+        noindex=not indexable,
+        headers=headers,
+        **node_pages.node(view, history, shared, evidence),
+    )
 
 
 async def node_view(service: Service, node_id: str) -> dict[str, Any]:
@@ -218,10 +259,15 @@ async def history_page(service: Service, request: Request) -> Response:
     """/nodes/{ecosystem}/{slug}/history."""
     view = await node_view(service, node_id_of(request))
     history = await service.article_history(view["id"])
-    return page("history.html", title=f"History of {view['title']}",
-                description=f"Every revision of the Knowmesh article {view['title']}: who changed what, and when.",
-                canonical=absolute(request, node_pages.history_href(view["id"])), noindex=True, headers=NODE_HEADERS,
-                **node_pages.history_page(view, history))
+    return page(
+        "history.html",
+        title=f"History of {view['title']}",
+        description=f"Every revision of the Knowmesh article {view['title']}: who changed what, and when.",
+        canonical=absolute(request, node_pages.history_href(view["id"])),
+        noindex=True,
+        headers=NODE_HEADERS,
+        **node_pages.history_page(view, history),
+    )
 
 
 async def diff_page(service: Service, request: Request) -> Response:
@@ -233,10 +279,15 @@ async def diff_page(service: Service, request: Request) -> Response:
     first = revision_param(request, "from", newest)
     first = max(1, last - 1) if first is None else first
     diff = await service.article_history(view["id"], from_revision=first, to_revision=last)
-    return page("diff.html", title=f"Revision {first} → {last} of {view['title']}",
-                description=f"What changed in the Knowmesh article {view['title']} from revision {first} to {last}.",
-                canonical=absolute(request, node_pages.diff_href(view["id"], first, last)), noindex=True,
-                headers=NODE_HEADERS, **node_pages.diff_page(view, diff))
+    return page(
+        "diff.html",
+        title=f"Revision {first} → {last} of {view['title']}",
+        description=f"What changed in the Knowmesh article {view['title']} from revision {first} to {last}.",
+        canonical=absolute(request, node_pages.diff_href(view["id"], first, last)),
+        noindex=True,
+        headers=NODE_HEADERS,
+        **node_pages.diff_page(view, diff),
+    )
 
 
 async def under_nodes(service: Service, request: Request) -> Response:
@@ -253,21 +304,37 @@ async def under_nodes(service: Service, request: Request) -> Response:
 async def review_page(service: Service, request: Request) -> Response:
     params = request.query_params
     limit = params.get("limit")
-    queue = await service.review_queue(limit=None if not limit else to_int(limit, "limit", lowest=1, highest=200),
-                                       offset=params.get("offset") or None, reason=params.get("reason") or None)
-    path = "/review" + (queue_pages.review_page_query(queue, queue["offset"]) if queue["offset"] or queue["reason"] else "")
-    return page("review.html", title="Review queue",
-                description=f"What needs attention in Knowmesh: {queue_pages.review_summary(queue)}",
-                canonical=absolute(request, path), noindex=True, headers=NODE_HEADERS, **queue_pages.review(queue))
+    queue = await service.review_queue(
+        limit=None if not limit else to_int(limit, "limit", lowest=1, highest=200),
+        offset=params.get("offset") or None,
+        reason=params.get("reason") or None,
+    )
+    path = "/review" + (
+        queue_pages.review_page_query(queue, queue["offset"]) if queue["offset"] or queue["reason"] else ""
+    )
+    return page(
+        "review.html",
+        title="Review queue",
+        description=f"What needs attention in Knowmesh: {queue_pages.review_summary(queue)}",
+        canonical=absolute(request, path),
+        noindex=True,
+        headers=NODE_HEADERS,
+        **queue_pages.review(queue),
+    )
 
 
 async def issues_index(service: Service, request: Request) -> Response:
     issues = await service.list_issues()
     if not wants_html(request):
         return PlainTextResponse(issues_markdown(issues), media_type=MARKDOWN, headers=TRUST_HEADERS)
-    return page("issues.html", title="Service issues", description="Reports about the Knowmesh service itself, open "
-                "and resolved.", canonical=absolute(request, "/issues"), headers={**TRUST_HEADERS, **PAGE_HEADERS},
-                **queue_pages.issues(issues))
+    return page(
+        "issues.html",
+        title="Service issues",
+        description="Reports about the Knowmesh service itself, open and resolved.",
+        canonical=absolute(request, "/issues"),
+        headers={**TRUST_HEADERS, **PAGE_HEADERS},
+        **queue_pages.issues(issues),
+    )
 
 
 async def issue_page(service: Service, request: Request) -> Response:
@@ -279,18 +346,28 @@ async def issue_page(service: Service, request: Request) -> Response:
         return error_page(404, "Issue not found", error.message, headers={**TRUST_HEADERS, **PAGE_HEADERS})
     if not wants_html(request):
         return PlainTextResponse(issue_markdown(issue), media_type=MARKDOWN, headers=TRUST_HEADERS)
-    return page("issue.html", title=f"Issue {issue['number']}",
-                description=f"Knowmesh service issue #{issue['number']} ({issue['status']}): {issue['title']}",
-                canonical=absolute(request, f"/issues/{int(issue['number'])}"), noindex=True,
-                headers={**TRUST_HEADERS, **PAGE_HEADERS}, **queue_pages.issue(issue))
+    return page(
+        "issue.html",
+        title=f"Issue {issue['number']}",
+        description=f"Knowmesh service issue #{issue['number']} ({issue['status']}): {issue['title']}",
+        canonical=absolute(request, f"/issues/{int(issue['number'])}"),
+        noindex=True,
+        headers={**TRUST_HEADERS, **PAGE_HEADERS},
+        **queue_pages.issue(issue),
+    )
 
 
 async def sitemap(service: Service, request: Request) -> Response:
     """The fixed pages and every answered node; past SITEMAP_LIMIT URLs, an index of files
     (`?page=N`), each read from the store alone."""
     counts = await service.ecosystem_counts()
-    fixed = ["/", "/nodes", *(ecosystem_href(c["ecosystem"]) for c in counts if c["nodes"] > c["open"]),
-             "/docs", *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None)]
+    fixed = [
+        "/",
+        "/nodes",
+        *(ecosystem_href(c["ecosystem"]) for c in counts if c["nodes"] > c["open"]),
+        "/docs",
+        *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None),
+    ]
     files = browse_pages.sitemap_files(len(fixed) + sum(c["nodes"] - c["open"] for c in counts))
     number = request.query_params.get("page")
     if number is None and files > 1:
@@ -309,9 +386,13 @@ async def robots(service: Service, request: Request) -> Response:
 
 
 async def docs_index(service: Service, request: Request) -> Response:
-    return page("docs_index.html", title="Documentation",
-                description="How agents search, read, verify, report and improve Knowmesh articles.",
-                canonical=absolute(request, "/docs"), **doc_pages.docs_index())
+    return page(
+        "docs_index.html",
+        title="Documentation",
+        description="How agents search, read, verify, report and improve Knowmesh articles.",
+        canonical=absolute(request, "/docs"),
+        **doc_pages.docs_index(),
+    )
 
 
 async def doc_page(service: Service, request: Request) -> Response:
@@ -319,8 +400,13 @@ async def doc_page(service: Service, request: Request) -> Response:
     markdown = doc_pages.load_doc(name)
     if markdown is None:
         return error_page(404, "Doc not found", f"There is no doc {name!r}. Docs: {', '.join(DOCS)}.")
-    return page("doc.html", title=doc_pages.doc_title(name, markdown), description=doc_pages.doc_summary(markdown),
-                canonical=absolute(request, f"/docs/{name}"), **doc_pages.doc(name, markdown))
+    return page(
+        "doc.html",
+        title=doc_pages.doc_title(name, markdown),
+        description=doc_pages.doc_summary(markdown),
+        canonical=absolute(request, f"/docs/{name}"),
+        **doc_pages.doc(name, markdown),
+    )
 
 
 async def doc_markdown(service: Service, request: Request) -> Response:
@@ -378,5 +464,7 @@ async def endpoint(route: PageRoute, current: Current, request: Request) -> Resp
 
 def page_routes(current: Current) -> list[Route]:
     """The table's routes, each bound to `current` (the app's service getter)."""
-    return [Route(route.path, partial(endpoint, route, current), methods=["GET"], name=route.handler.__name__)
-            for route in PAGES]
+    return [
+        Route(route.path, partial(endpoint, route, current), methods=["GET"], name=route.handler.__name__)
+        for route in PAGES
+    ]

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowmesh_mcp.services.outcomes import ISSUE_FIELDS, REVIEW_MEANINGS, never_verified, review_page_query, review_summary
+from knowmesh_mcp.services.outcomes import (
+    ISSUE_FIELDS,
+    REVIEW_MEANINGS,
+    never_verified,
+    review_page_query,
+    review_summary,
+)
 from knowmesh_mcp.web.shell import TEMPLATES
 
 ISSUE_STATES = {
@@ -35,14 +41,20 @@ def review(queue: dict[str, Any]) -> dict[str, Any]:
         groups.setdefault(item["reason"], []).append(item)
     pages = []
     if queue["offset"] > 0:
-        pages.append(("/review" + review_page_query(queue, max(0, queue["offset"] - queue["limit"])), "prev",
-                      "Previous page"))
+        pages.append(
+            ("/review" + review_page_query(queue, max(0, queue["offset"] - queue["limit"])), "prev", "Previous page")
+        )
     if queue["next_offset"] is not None:
         pages.append(("/review" + review_page_query(queue, queue["next_offset"]), "next", "Next page"))
-    return {"queue": queue, "queue_title": f"Review queue: {queue['reason']}" if queue.get("reason") else "Review queue",
-            "summary": review_summary(queue), "groups": [{"reason": r, "items": i} for r, i in groups.items()],
-            "unverified": [item for item in queue["items"] if never_verified(item)], "pages": pages,
-            "meanings": REVIEW_MEANINGS}
+    return {
+        "queue": queue,
+        "queue_title": f"Review queue: {queue['reason']}" if queue.get("reason") else "Review queue",
+        "summary": review_summary(queue),
+        "groups": [{"reason": r, "items": i} for r, i in groups.items()],
+        "unverified": [item for item in queue["items"] if never_verified(item)],
+        "pages": pages,
+        "meanings": REVIEW_MEANINGS,
+    }
 
 
 # -- service issues ----------------------------------------------------------------------------
@@ -53,5 +65,8 @@ def issues(listed: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def issue(one: dict[str, Any]) -> dict[str, Any]:
-    return {"issue": one, "details": [(name, one[name]) for name in ISSUE_FIELDS if one.get(name)],
-            "resolution": one.get("resolution")}
+    return {
+        "issue": one,
+        "details": [(name, one[name]) for name in ISSUE_FIELDS if one.get(name)],
+        "resolution": one.get("resolution"),
+    }

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from knowmesh_mcp.core.errors import KnowmeshError, plain_words
+from knowmesh_mcp.core.evidence import ReviewReason
 from knowmesh_mcp.core.identity import MAX_AGENT_ID
 from knowmesh_mcp.core.limits import (
     DEFAULT_BUDGET,
@@ -35,11 +36,12 @@ from knowmesh_mcp.core.limits import (
     MAX_TEXT,
     MIN_BUDGET,
 )
-from knowmesh_mcp.core.evidence import ReviewReason
 from knowmesh_mcp.core.model import NodeDocument, ShortText
 
 DEFAULT_TOOL_REVIEW_LIMIT = 20
-SHORT_TEXT = next(m.max_length for m in ShortText.__metadata__ if getattr(m, "max_length", None))  # a title's bound  # review_queue's page: items, before max_bytes cuts
+SHORT_TEXT = next(
+    m.max_length for m in ShortText.__metadata__ if getattr(m, "max_length", None)
+)  # a title's bound  # review_queue's page: items, before max_bytes cuts
 
 # -- field types: one definition each, used by every model that has the field ------------------
 
@@ -49,7 +51,9 @@ Note = Annotated[str, StringConstraints(max_length=MAX_NOTE)]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
 NodeId = str  # a node's id, e.g. python/module-not-found-venv
 Results = Annotated[int, Field(ge=1, le=MAX_RESULTS)]
-Budget = Annotated[int, Field(ge=MIN_BUDGET, le=MAX_BUDGET)]  # the largest result in bytes: a bigger one is cut (`truncated`)
+Budget = Annotated[
+    int, Field(ge=MIN_BUDGET, le=MAX_BUDGET)
+]  # the largest result in bytes: a bigger one is cut (`truncated`)
 Query = Annotated[str, Field(description="The raw error (a traceback is fine) or a description")]
 Ecosystem = Annotated[str, Field(description="python, node, go, ... (ranks, never filters)")]
 ReviewLimit = Annotated[int, Field(ge=1, le=MAX_REVIEW_LIMIT)]
@@ -115,8 +119,11 @@ class ReadArgs(BaseModel):
     id: NodeId
     env: Env | None = None
     solution: str | None = Field(None, description="This solution id instead")
-    fields: str | None = Field(None, description="Some of symptom, context, root_cause, solutions, fix, verify, "
-                               "outcomes, failed, boundaries, provenance, article")
+    fields: str | None = Field(
+        None,
+        description="Some of symptom, context, root_cause, solutions, fix, verify, "
+        "outcomes, failed, boundaries, provenance, article",
+    )
     include: str | None = Field(None, description="alternatives, archived_failures")
     max_bytes: Budget = DEFAULT_BUDGET
 
@@ -162,12 +169,15 @@ class PatchOp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     op: Literal["set", "remove"]
     path: Annotated[str, StringConstraints(pattern=r"^/", max_length=500)] = Field(
-        description="JSON Pointer; answers are addressed by id: /content/solutions/<id>/fix/0, /content/solutions/-")
+        description="JSON Pointer; answers are addressed by id: /content/solutions/<id>/fix/0, /content/solutions/-"
+    )
     value: Any = Field(None, description="The new value (set only)")
 
 
-Ops = Annotated[list[PatchOp], Field(min_length=1, max_length=MAX_ITEMS,
-                                     description="[{op: set or remove, path: JSON Pointer, value}]")]
+Ops = Annotated[
+    list[PatchOp],
+    Field(min_length=1, max_length=MAX_ITEMS, description="[{op: set or remove, path: JSON Pointer, value}]"),
+]
 Summary = Annotated[Line, Field(description="One line: what changes")]
 
 
@@ -227,8 +237,10 @@ class UndoArgs(BaseModel):
     agent: Agent | None = None
 
 
-Outcome = Annotated[Literal["solved", "failed", "env_mismatch", "dangerous"],
-                    Field(description="solved needs evidence.exit_code 0; failed and dangerous need reason")]
+Outcome = Annotated[
+    Literal["solved", "failed", "env_mismatch", "dangerous"],
+    Field(description="solved needs evidence.exit_code 0; failed and dangerous need reason"),
+]
 
 
 class OutcomeReport(BaseModel):
@@ -274,8 +286,9 @@ class FailedAttempt(Body):
     `env` is where (`environment`, the specification's name, is taken too, with a deprecation note)."""
 
     env: Env | None = None
-    environment: EnvObject | None = Field(None, description="Old name of env (deprecated)",
-                                          json_schema_extra={"deprecated": True})
+    environment: EnvObject | None = Field(
+        None, description="Old name of env (deprecated)", json_schema_extra={"deprecated": True}
+    )
     summary: Text
     steps: Steps
     reason: Text
@@ -306,8 +319,9 @@ class CreateArgs(BaseModel):
     ecosystem: str
     title: Annotated[str, StringConstraints(max_length=SHORT_TEXT)]  # empty: the service's invalid_node, as over HTTP
     signature: dict[str, Any] = Field(description="{error, environment: [linux, python>=3.8], aliases}")
-    content: dict[str, Any] = Field(description="{symptom, context, root_cause, solutions: [{id, title, env, fix, "
-                                    "verify: {command, expected}}]}")
+    content: dict[str, Any] = Field(
+        description="{symptom, context, root_cause, solutions: [{id, title, env, fix, verify: {command, expected}}]}"
+    )
     agent: Agent | None = None
 
 
@@ -371,9 +385,16 @@ class Issue(Body):
 
 # Each MCP tool's arguments.
 TOOL_ARGUMENTS: dict[str, type[BaseModel]] = {
-    "search": SearchArgs, "read_article": ReadArgs, "article_history": HistoryArgs, "review_queue": ReviewArgs,
-    "create_node": CreateArgs, "patch_article": PatchArgs, "revise_article": ReviseArgs, "undo_edit": UndoArgs,
-    "report_outcome": OutcomeReport, "report_failed_attempt": FailedAttemptArgs,
+    "search": SearchArgs,
+    "read_article": ReadArgs,
+    "article_history": HistoryArgs,
+    "review_queue": ReviewArgs,
+    "create_node": CreateArgs,
+    "patch_article": PatchArgs,
+    "revise_article": ReviseArgs,
+    "undo_edit": UndoArgs,
+    "report_outcome": OutcomeReport,
+    "report_failed_attempt": FailedAttemptArgs,
 }
 
 # Old names still taken: tool or body -> {old: new}.
@@ -448,14 +469,17 @@ def problem(error: ValidationError) -> tuple[str, str, str] | None:
     for item in error.errors(include_url=False):
         if item["type"] in SERVICE_CHECKED:
             continue
-        loc = [str(part) for part in item["loc"] if str(part) not in UNION_TAGS and not str(part).startswith("function-")]
+        loc = [
+            str(part) for part in item["loc"] if str(part) not in UNION_TAGS and not str(part).startswith("function-")
+        ]
         field = ".".join(loc) or "body"
         return field, f"{field} {plain_words(item)}", item["type"]
     return None
 
 
-def parse(model: type[BaseModel], data: Any, *, code: str = "invalid_parameter",
-          codes: Mapping[str, str] | None = None) -> BaseModel | None:
+def parse(
+    model: type[BaseModel], data: Any, *, code: str = "invalid_parameter", codes: Mapping[str, str] | None = None
+) -> BaseModel | None:
     """`data` parsed with `model`; a value outside a bound is 400 `code` (or `codes[field]`) naming
     the field. Returns None when only what the service checks itself (a missing or empty field) is
     wrong: the caller hands the service the data as it came, and it answers."""

@@ -10,18 +10,28 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from knowmesh_mcp.mcp.tools import article_history
-from knowmesh_mcp.mcp.tools import create_node
-from knowmesh_mcp.mcp.tools import patch_article
-from knowmesh_mcp.mcp.tools import read_article
-from knowmesh_mcp.mcp.tools import report_failed_attempt
-from knowmesh_mcp.mcp.tools import report_outcome
-from knowmesh_mcp.mcp.tools import review_queue
-from knowmesh_mcp.mcp.tools import revise_article
-from knowmesh_mcp.mcp.tools import search
-from knowmesh_mcp.mcp.tools import undo_edit
+from knowmesh_mcp.mcp.tools import (
+    article_history,
+    create_node,
+    patch_article,
+    read_article,
+    report_failed_attempt,
+    report_outcome,
+    review_queue,
+    revise_article,
+    search,
+    undo_edit,
+)
 
 TOOLS: tuple[ModuleType, ...] = (
-    search, read_article, article_history, review_queue,
-    patch_article, revise_article, undo_edit, report_outcome, report_failed_attempt, create_node,
+    search,
+    read_article,
+    article_history,
+    review_queue,
+    patch_article,
+    revise_article,
+    undo_edit,
+    report_outcome,
+    report_failed_attempt,
+    create_node,
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from knowmesh_mcp.mcp.tools.base import READ, Calls
 from knowmesh_mcp.wire import requests as wire
 from knowmesh_mcp.wire.results import ArticleHistory
-from knowmesh_mcp.mcp.tools.base import READ, Calls
 
 NAME, TITLE, WRITES = "article_history", "Article history", False
 DESCRIPTION = "Every revision, or the diff from_revision..to_revision (after a 409 revision_conflict)."

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowmesh_mcp.wire import requests as wire
-from knowmesh_mcp.services.reading import fit_review_to_budget
-from knowmesh_mcp.wire.results import ReviewQueue
 from knowmesh_mcp.mcp.tools.base import READ, Calls
+from knowmesh_mcp.services.reading import fit_review_to_budget
+from knowmesh_mcp.wire import requests as wire
+from knowmesh_mcp.wire.results import ReviewQueue
 
 NAME, TITLE, WRITES = "review_queue", "What needs review", False
 DESCRIPTION = (
     "Answers needing attention (failed, disputed, unsolved, stale...), most urgent first, each with "
-    "the call resolving it.")
+    "the call resolving it."
+)
 ANNOTATIONS, ARGUMENTS, RESULT = READ, wire.ReviewArgs, ReviewQueue
 
 
