@@ -7,8 +7,9 @@ import itertools
 import os
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -135,29 +136,122 @@ async def sqlite_service(tmp_path) -> AsyncIterator[Service]:
         yield service
 
 
-# The backends the `service` fixture runs a test on: both for the modules below (a machine without
-# PostgreSQL skips the second half; CI requires it), SQLite for the rest so far. A module here that
-# builds its own mesh must parametrize it too: tests/test_backend_coverage.py checks each has PostgreSQL tests.
-# KNOWMESH_TEST_BACKENDS=sqlite (or =postgres) narrows it.
-BACKENDS = [name for name in os.environ.get("KNOWMESH_TEST_BACKENDS", "sqlite,postgres").split(",") if name]
-ON_BOTH_BACKENDS = {
-    "test_create_read", "test_editing", "test_evidence", "test_evidence_identity", "test_identity", "test_maintainers",
-    "test_http", "test_mcp", "test_sync", "test_changes", "test_issues", "test_search", "test_remote", "test_pages",
-    "test_mcp_hardening", "test_hardening", "test_starter", "test_markdown_safety", "test_examples",
-    "test_http_fuzz", "test_health", "test_placeholders", "test_store",
-}
+# -- Backends: a test says which it runs on ------------------------------------------------------
+#
+# `@pytest.mark.backends("sqlite", "postgres")` (or `pytestmark = ...` for a module) makes the `backend`
+# fixture, and so every fixture built on it (`service` here; a module's own mesh fixtures), run the
+# test once per backend named, less those that KNOWMESH_TEST_BACKENDS (default "sqlite,postgres")
+# leaves out. A test without the marker runs on SQLite alone. A machine without PostgreSQL skips the
+# PostgreSQL half; CI requires it (KNOWMESH_REQUIRE_POSTGRES=1).
+
+ALL_BACKENDS = ("sqlite", "postgres")
+
+
+def requested_backends() -> list[str]:
+    """The backends this run asks for: KNOWMESH_TEST_BACKENDS=sqlite (or =postgres) narrows it."""
+    return [name for name in os.environ.get("KNOWMESH_TEST_BACKENDS", ",".join(ALL_BACKENDS)).split(",") if name]
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): run the test (each test of a module, as `pytestmark`) on each backend named "
+        "(sqlite, postgres) that KNOWMESH_TEST_BACKENDS asks for; unmarked tests run on SQLite alone",
+    )
+    config.addinivalue_line(
+        "markers",
+        "slow: a stress test (hundreds of generated examples, load, concurrency, killed processes, fuzzing); "
+        '`-m "not slow"` leaves them out for a quick loop',
+    )
+
+
+def marked_backends(node: pytest.Item) -> tuple[str, ...] | None:
+    """The backends named by the closest `backends` marker, or None without one; an unknown name is an error."""
+    marker = node.get_closest_marker("backends")
+    if marker is None:
+        return None
+    unknown = sorted(set(marker.args) - set(ALL_BACKENDS))
+    if not marker.args or unknown:
+        raise pytest.UsageError(f"{node.nodeid}: backends() takes one or more of {ALL_BACKENDS}, not {unknown or 'none'}")
+    return tuple(marker.args)
+
+
+def parametrizes_backend_itself(metafunc: pytest.Metafunc) -> bool:
+    """A test may give `backend` values of its own (`@pytest.mark.parametrize("backend", ...)`): those hold."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+        if "backend" in ([name.strip() for name in names.split(",")] if isinstance(names, str) else names):
+            return True
+    return False
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "service" in metafunc.fixturenames:
-        on_both = metafunc.module.__name__.rsplit(".", 1)[-1] in ON_BOTH_BACKENDS
-        metafunc.parametrize("service", BACKENDS if on_both else ["sqlite"], indirect=True)
+    if "backend" not in metafunc.fixturenames or parametrizes_backend_itself(metafunc):
+        return
+    marked = marked_backends(metafunc.definition)
+    if marked is None:
+        metafunc.parametrize("backend", ["sqlite"])
+        return
+    requested = requested_backends()
+    chosen = [name for name in requested if name in marked]
+    if chosen:
+        metafunc.parametrize("backend", chosen)
+    else:
+        reason = f"marked for {', '.join(marked)}; KNOWMESH_TEST_BACKENDS={','.join(requested)}"
+        metafunc.parametrize("backend", [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none-asked-for")])
+
+
+def runs_on_postgres(test: pytest.Function) -> bool:
+    """A PostgreSQL variant: parametrized onto it, or asking for the PostgreSQL server outright (`both_stores`)."""
+    callspec = getattr(test, "callspec", None)  # only a parametrized test has one
+    on_backend = callspec is not None and callspec.params.get("backend") == "postgres"
+    return on_backend or "postgres_server" in test.fixturenames
+
+
+def broken_promises(children: list[pytest.Item | pytest.Collector]) -> list[str]:
+    """What among a module's tests is marked for postgres (the module, or one test) and yet has no
+    PostgreSQL variant. Tests in classes are not looked at: the suite has none."""
+    promised: dict[str, bool] = {}
+    for test in children:
+        closest = next(test.iter_markers_with_node("backends"), None)
+        if not isinstance(test, pytest.Function) or closest is None or "postgres" not in closest[1].args:
+            continue
+        owner = test.nodeid.split("[", 1)[0] if closest[0] is test else closest[0].nodeid
+        promised[owner] = promised.get(owner, False) or runs_on_postgres(test)
+    return sorted(owner for owner, kept in promised.items() if not kept)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A `backends` marker naming postgres is a promise, kept while collecting: a mesh fixture that does
+    not build on `backend` makes its tests run on SQLite alone, quietly. Then the module fails to
+    collect, as an import error would, and the run stops before any test (under xdist too)."""
+    report = yield
+    if isinstance(collector, pytest.Module) and report.passed and "postgres" in requested_backends():
+        broken = broken_promises(report.result)
+        if broken:
+            report.outcome = "failed"
+            report.longrepr = (
+                'marked backends(..., "postgres") but none of its tests runs on PostgreSQL (does its mesh '
+                "fixture build on conftest's `backend`?): " + ", ".join(broken)
+            )
+            report.result = []
+    return report
 
 
 @pytest.fixture
-async def service(request, tmp_path) -> AsyncIterator[Service]:
-    """A real Service on an empty mesh: on SQLite, and on PostgreSQL for the modules of ON_BOTH_BACKENDS."""
-    backend = getattr(request, "param", "sqlite")
+def backend() -> str:
+    """The backend this test runs on, "sqlite" or "postgres": pytest_generate_tests parametrizes it from
+    the `backends` marker; a fixture that makes a mesh asks for it instead of choosing its own."""
+    return "sqlite"
+
+
+@pytest.fixture
+async def service(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Service]:
+    """A real Service on an empty mesh, on the test's `backend`."""
     target = tmp_path / "test.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     async with opened(target) as service:
         yield service

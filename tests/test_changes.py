@@ -11,7 +11,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 
 async def test_cursor_pages_and_stays_put_when_nothing_changed(service: Service, make_doc):

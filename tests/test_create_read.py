@@ -7,7 +7,7 @@ import pytest
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 
 async def test_create_returns_the_201_body_and_forces_draft(service: Service, make_doc):

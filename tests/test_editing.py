@@ -13,7 +13,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "python/module-not-found-venv"
 AGENT = {"id": "agent-a1", "model": "m"}

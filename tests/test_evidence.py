@@ -18,6 +18,8 @@ from knowmesh_mcp.core.evidence import Report, replay, score, wilson_lower_bound
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.services.service import Service
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 NODE = "python/module-not-found-venv"
 MAC = {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}
 MAC_ENV = "macos-15,python-3.12,pip"

@@ -26,7 +26,7 @@ from conftest import serving
 from test_evidence import MAC_ENV, NODE, HttpAgent, McpAgent, play_the_loop, report
 from test_identity import bearer, mcp_client, served
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 AGENTS = ("s1", "s2", "f1", "f2", "s3", "s4")  # the logical agents of play_the_loop
 ERROR = "ModuleNotFoundError: No module named 'requests'"

@@ -26,7 +26,7 @@ from knowmesh_mcp.mcp.server import TOOL_NAMES
 from knowmesh_mcp.services.service import load_documents
 from knowmesh_mcp.store import store_dir
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CONFIGS = sorted(EXAMPLES.glob("*.json"))

@@ -12,7 +12,7 @@ from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.limits import MAX_ANSWERS, MAX_DEPTH, MAX_ITEMS
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "python/module-not-found-venv"
 WRITE_ROUTES = [

@@ -16,7 +16,7 @@ from knowmesh_mcp.store import migrations
 
 from conftest import opened, serving
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 
 def doctor(db: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from knowmesh_mcp.services.service import Service
 
 from conftest import opened, remote_client, serving
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "python/module-not-found-venv"
 LINUX = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}

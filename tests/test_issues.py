@@ -8,7 +8,7 @@ import pytest
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 ISSUE = {
     "title": "/v1/search returns 500 for queries with a colon",

@@ -30,6 +30,8 @@ from knowmesh_mcp.services.outcomes import issue_markdown, issues_markdown
 from knowmesh_mcp.web.pages import render_markdown, safe_link
 from knowmesh_mcp.services.service import Service
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 PARSER = MarkdownIt("commonmark").enable("table")  # html=True: raw HTML would show up as tokens
 BLOCKS = {"heading_open", "bullet_list_open", "ordered_list_open", "list_item_open", "fence", "code_block", "hr",
           "table_open", "blockquote_open", "html_block"}

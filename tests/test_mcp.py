@@ -20,7 +20,7 @@ from knowmesh_mcp.services.reading import MIN_BUDGET, fit_search_to_budget, fit_
 from knowmesh_mcp.services.remote import RemoteMesh
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 
 def error_body(result) -> dict:

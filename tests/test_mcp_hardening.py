@@ -18,7 +18,7 @@ from knowmesh_mcp.mcp.server import build_mcp_server
 from knowmesh_mcp.services.reading import MIN_BUDGET
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 RESULT_MODELS = {
     "search": results.SearchEnvelope,

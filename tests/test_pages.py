@@ -21,7 +21,7 @@ from knowmesh_mcp.web import pages
 from knowmesh_mcp.services.service import Service, load_documents
 from knowmesh_mcp.store import store_dir
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "python/module-not-found-venv"
 MAC = {"os": "macos-15", "runtime": "python-3.12", "pkg_manager": "pip"}

@@ -13,7 +13,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.mcp.server import build_mcp_server
 from knowmesh_mcp.core.placeholders import FILL_IN_RE
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 UNSEEN_ERROR = "Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled"
 

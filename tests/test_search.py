@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import pytest
-from conftest import BACKENDS, new_pg_database, opened
+from conftest import new_pg_database, opened
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from knowmesh_mcp.search.query import MAX_QUERY_CHARS, index_row, value_shapes
 from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import store_dir
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 SEED_CACHE: dict[str, bytes] = {}
 
@@ -53,10 +53,10 @@ async def seeded_pg_template(server: str, names: list[str]) -> str:
     return names[0]
 
 
-@pytest.fixture(params=BACKENDS)
-async def corpus(request, tmp_path) -> AsyncIterator[Service]:
-    """A database seeded with the starter corpus (built once, copied per test), on each backend."""
-    if request.param == "postgres":
+@pytest.fixture
+async def corpus(backend, request, tmp_path) -> AsyncIterator[Service]:
+    """A database seeded with the starter corpus (built once, copied per test), on the test's backend."""
+    if backend == "postgres":
         server = request.getfixturevalue("postgres_server")
         template = await seeded_pg_template(server, request.getfixturevalue("pg_templates"))
         with new_pg_database(server, template=template) as url:

@@ -16,7 +16,9 @@ from knowmesh_mcp.services.publishing import check_overlaps
 from knowmesh_mcp.services.service import Service, load_documents
 from knowmesh_mcp.store import STARTER_CORPUS, open_store, store_dir
 
-from conftest import BACKENDS, opened
+from conftest import opened
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 DOCUMENTS = [raw for _, raw in load_documents([store_dir() / "starter"])]
 
@@ -70,10 +72,10 @@ async def test_seeded_database_serves_the_sed_node_per_os(tmp_path):
         await service.close()
 
 
-@pytest.fixture(params=BACKENDS)
-def new_mesh(request, tmp_path) -> str:
+@pytest.fixture
+def new_mesh(backend, request, tmp_path) -> str:
     """Where a new mesh is to be made: a SQLite file, or an empty PostgreSQL database."""
-    return str(tmp_path / "new.db") if request.param == "sqlite" else request.getfixturevalue("pg_database")
+    return str(tmp_path / "new.db") if backend == "sqlite" else request.getfixturevalue("pg_database")
 
 
 @pytest.mark.anyio

@@ -22,7 +22,7 @@ from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 AGENT = {"id": "team-agent"}
 LOCAL = {"id": "my-agent"}

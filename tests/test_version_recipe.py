@@ -23,11 +23,11 @@ import anyio
 import httpx2
 import pytest
 
-from conftest import BACKENDS, BASE_DOCUMENT, opened, serving
+from conftest import BASE_DOCUMENT, opened, serving
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "version.md"
 NODE = "python/module-not-found-venv"
@@ -56,10 +56,10 @@ def submitted() -> dict[str, Any]:
     return document
 
 
-@pytest.fixture(params=BACKENDS)
-async def mesh(request, tmp_path) -> AsyncIterator[Service]:
-    """An empty mesh on each backend (this module's own: conftest's `service` is SQLite alone here)."""
-    target = tmp_path / "test.db" if request.param == "sqlite" else request.getfixturevalue("pg_database")
+@pytest.fixture
+async def mesh(backend, request, tmp_path) -> AsyncIterator[Service]:
+    """An empty mesh on the test's backend (this module's own, not conftest's `service`)."""
+    target = tmp_path / "test.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     async with opened(target) as service:
         yield service
 
