@@ -2,7 +2,8 @@
 token-authorized undo and history (spec "Article revision API"; protocol sections 6 and 7).
 
 The document operations are pure (`articles`); this mixin runs them inside one write
-transaction and publishes the result through `_publish`, the single edit path.
+transaction and publishes the result through `publish_edit`, the single edit path (a sync
+publishes a local edit it keeps through it too).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from knowmesh_mcp.core.evidence import node_stats
 from knowmesh_mcp.core.identity import Actor, agent_object
 from knowmesh_mcp.core.limits import MAX_INT, to_int
 from knowmesh_mcp.search.query import index_row
+from knowmesh_mcp.services.failed_attempts import archive_answered_failures
 from knowmesh_mcp.services.maintaining import follow_redirect, refuse_merged
-from knowmesh_mcp.services.outcomes import archive_answered_failures
+from knowmesh_mcp.services.node_reads import NodeReads
 from knowmesh_mcp.services.publishing import (
     author_of,
     behavior_hash,
@@ -65,8 +67,9 @@ def revision_entry(row: RevisionRow) -> dict[str, Any]:
     }
 
 
-class ArticleEditing:
-    """Mixed into Service: current articles, edits, conflicts, undo and history."""
+class ArticleEditing(NodeReads):
+    """Mixed into Service: current articles, edits, conflicts, undo and history (an article's read
+    carries what the node's read view says about it: `next`, `failures`)."""
 
     store: Store
 
@@ -95,7 +98,7 @@ class ArticleEditing:
             "trust": "untrusted-data",
             "article": article,
         }
-        view = (await self.read_node(node_id, ReadRequest(include=included))).body  # type: ignore[attr-defined]
+        view = (await self.read_node(node_id, ReadRequest(include=included))).body
         for key in ("next", "failures"):
             if key in view:
                 body[key] = view[key]
@@ -116,7 +119,7 @@ class ArticleEditing:
         async with self.store.write() as tx:
             current_revision, current, status = await self._editable(tx, node_id, base)
             edited = apply_ops(current, ops)
-            return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
+            return await publish_edit(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
     async def revise_article(
         self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -137,7 +140,7 @@ class ArticleEditing:
                     )
             edited = {key: value for key, value in article.items() if key not in {"status", "version"}}
             edited = {**edited, "id": current["id"], "ecosystem": current["ecosystem"], "license": current["license"]}
-            return await self._publish(tx, node_id, current, edited, status, current_revision, author, text, "edit")
+            return await publish_edit(tx, node_id, current, edited, status, current_revision, author, text, "edit")
 
     async def undo_edit(
         self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -172,7 +175,7 @@ class ArticleEditing:
                     current_revision=current_revision,
                 )
             await tx.spend_undo_token(revision_id)
-            return await self._publish(
+            return await publish_edit(
                 tx,
                 target.node_id,
                 current,
@@ -257,84 +260,85 @@ class ArticleEditing:
             )
         return current_revision, current, status
 
-    async def _publish(
-        self,
-        tx: Writer,
-        node_id: str,
-        current: dict[str, Any],
-        edited: dict[str, Any],
-        status: str,
-        current_revision: int,
-        author: Actor,
-        summary: str,
-        kind: str,
-        *,
-        reverts: str | None = None,
-    ) -> dict[str, Any]:
-        """Validate the complete edited document like a new one and make it current, in the caller's transaction."""
-        prepared = await prepare_off_loop({**edited, "status": status})
-        document = prepared.document
-        changes = field_changes(current, prepared.body)
-        if not changes:
-            raise KnowmeshError(400, "no_change", "the edit leaves the article exactly as it is")
-        known = await tx.solution_behaviours(node_id)
-        revisions: dict[str, int] = {}
-        new_rows: list[tuple[str, int, str]] = []
-        for solution in prepared.body["content"]["solutions"]:
-            digest = behavior_hash(solution)
-            seen = known.get(solution["id"], {})
-            if digest in seen:  # same behaviour as before (or reverted to it): same revision
-                revisions[solution["id"]] = seen[digest]
-            else:
-                revisions[solution["id"]] = max(seen.values(), default=0) + 1
-                new_rows.append((solution["id"], revisions[solution["id"]], digest))
-        token = secrets.token_urlsafe(24)  # 192 bits; only its hash is stored
-        revision = current_revision + 1
-        edit = Edit(
-            node_id=node_id,
-            title=document.title,
-            version=prepared.version,
-            document_json=prepared.body_json,
-            solution_revisions=revisions,
-            new_solution_revisions=new_rows,
-            has_answer=bool(prepared.body["content"]["solutions"]),
-            signature_hash=prepared.signature_hash,
-            quoted_values=prepared.quoted_values,
-            index=index_row(prepared.body),
-            revision_id="rev_" + secrets.token_hex(12),
-            revision=revision,
-            kind=kind,
-            agent_id=author.id,
-            model=author.model,
-            summary=summary,
-            changes_json=json.dumps(changes, ensure_ascii=False),
-            undo_token_hash=token_hash(token),
-            reverts_revision_id=reverts,
-            agent_proof=author.proof,
-        )
-        created_at = await tx.apply_edit(edit)
-        await archive_answered_failures(tx, node_id, prepared.body, edit.revision_id)
-        # Evidence stays with each solution revision; the node-wide rows follow the current answers.
-        await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), revisions, datetime.now(UTC)))
-        return {
-            "id": node_id,
-            "revision_id": edit.revision_id,
-            "revision": revision,
-            "parent_revision": current_revision,
-            "kind": kind,
-            "version": prepared.version,
-            "undo_token": token,
-            "changes": changes,
-            "solutions": revisions,
-            "created_at": created_at,
-            "path": f"/v1/nodes/{node_id}",
-            "candidate_state": "draft",
-            "candidate_note": next_steps.CANDIDATE_NOTE,
-        }
-
 
 def _revision_param(name: str, value: Any, current: int, *, lowest: int = 1) -> int:
     number = to_int(value, name, lowest=-MAX_INT - 1, what="a revision number")
     if not lowest <= number <= current:
         raise bad_parameter(name, f"{name} must be between {lowest} and {current}", code="revision_not_found")
     return number
+
+
+async def publish_edit(
+    tx: Writer,
+    node_id: str,
+    current: dict[str, Any],
+    edited: dict[str, Any],
+    status: str,
+    current_revision: int,
+    author: Actor,
+    summary: str,
+    kind: str,
+    *,
+    reverts: str | None = None,
+) -> dict[str, Any]:
+    """Validate the complete edited document like a new one and make it current, in the caller's
+    transaction: the one path every edit, undo and kept local edit of a sync is published by."""
+    prepared = await prepare_off_loop({**edited, "status": status})
+    document = prepared.document
+    changes = field_changes(current, prepared.body)
+    if not changes:
+        raise KnowmeshError(400, "no_change", "the edit leaves the article exactly as it is")
+    known = await tx.solution_behaviours(node_id)
+    revisions: dict[str, int] = {}
+    new_rows: list[tuple[str, int, str]] = []
+    for solution in prepared.body["content"]["solutions"]:
+        digest = behavior_hash(solution)
+        seen = known.get(solution["id"], {})
+        if digest in seen:  # same behaviour as before (or reverted to it): same revision
+            revisions[solution["id"]] = seen[digest]
+        else:
+            revisions[solution["id"]] = max(seen.values(), default=0) + 1
+            new_rows.append((solution["id"], revisions[solution["id"]], digest))
+    token = secrets.token_urlsafe(24)  # 192 bits; only its hash is stored
+    revision = current_revision + 1
+    edit = Edit(
+        node_id=node_id,
+        title=document.title,
+        version=prepared.version,
+        document_json=prepared.body_json,
+        solution_revisions=revisions,
+        new_solution_revisions=new_rows,
+        has_answer=bool(prepared.body["content"]["solutions"]),
+        signature_hash=prepared.signature_hash,
+        quoted_values=prepared.quoted_values,
+        index=index_row(prepared.body),
+        revision_id="rev_" + secrets.token_hex(12),
+        revision=revision,
+        kind=kind,
+        agent_id=author.id,
+        model=author.model,
+        summary=summary,
+        changes_json=json.dumps(changes, ensure_ascii=False),
+        undo_token_hash=token_hash(token),
+        reverts_revision_id=reverts,
+        agent_proof=author.proof,
+    )
+    created_at = await tx.apply_edit(edit)
+    await archive_answered_failures(tx, node_id, prepared.body, edit.revision_id)
+    # Evidence stays with each solution revision; the node-wide rows follow the current answers.
+    await tx.replace_stats(node_id, node_stats(await tx.feedback_of(node_id), revisions, datetime.now(UTC)))
+    return {
+        "id": node_id,
+        "revision_id": edit.revision_id,
+        "revision": revision,
+        "parent_revision": current_revision,
+        "kind": kind,
+        "version": prepared.version,
+        "undo_token": token,
+        "changes": changes,
+        "solutions": revisions,
+        "created_at": created_at,
+        "path": f"/v1/nodes/{node_id}",
+        "candidate_state": "draft",
+        "candidate_note": next_steps.CANDIDATE_NOTE,
+    }

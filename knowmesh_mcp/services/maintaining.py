@@ -16,7 +16,7 @@ from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
 from knowmesh_mcp.core.identity import Actor, maintainer_required
 from knowmesh_mcp.core.limits import to_int
 from knowmesh_mcp.core.model import STATUSES
-from knowmesh_mcp.services.publishing import require_node_id
+from knowmesh_mcp.services.publishing import path_number, require_node_id
 from knowmesh_mcp.store import Store, Writer, utc_now
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class Maintaining:
         """Merge a flagged duplicate pair: the other node is deprecated and its URLs answer 301 to
         the canonical one; its history, evidence and failed approaches stay where they were."""
         maintainer_required(actor)
-        number = _task_number(task_id)
+        number = path_number(task_id, "dedupe_task")
         text = check_note(note)
         async with self.store.write() as tx:
             task = await tx.dedupe_task(number)
@@ -134,7 +134,7 @@ class Maintaining:
     async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Actor) -> dict[str, Any]:
         """Close (fixed) or discard (not accepted) a service issue, with a note for who filed it."""
         maintainer_required(actor)
-        issue = _issue_number(number)
+        issue = path_number(number, "issue")
         if status not in ISSUE_RESOLUTIONS:
             raise bad_parameter("status", "status must be closed (fixed) or discarded (not accepted)")
         text = check_note(note, required=True)
@@ -245,17 +245,3 @@ async def refuse_merged(tx: Writer, node_id: str) -> None:
             f"{node_id} was merged into {canonical}: work on {canonical}",
             top_level={"canonical": canonical_ref(canonical)},
         )
-
-
-def _task_number(value: Any) -> int:
-    try:
-        return to_int(value, "task_id", lowest=1)
-    except KnowmeshError:
-        raise not_found("dedupe_task", str(value)[:40]) from None
-
-
-def _issue_number(value: Any) -> int:
-    try:
-        return to_int(value, "issue", lowest=1)
-    except KnowmeshError:
-        raise not_found("issue", str(value)[:40]) from None

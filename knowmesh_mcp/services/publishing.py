@@ -1,6 +1,6 @@
 """What every write shares: the 400 of an invalid document, the one-answer-per-scope rule,
-behaviour hashes, checks of an author and a summary, and a validated document prepared for
-the store (computed outside the write transaction).
+behaviour hashes, checks of a node id, a number from a URL path, an author and a summary, and a
+validated document prepared for the store (computed outside the write transaction).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowmesh_mcp.core.environment import describe_scope, scopes_overlap, solution_scope
-from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
+from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
 from knowmesh_mcp.core.identity import Actor, acting
-from knowmesh_mcp.core.limits import MAX_CONFLICTS
+from knowmesh_mcp.core.limits import MAX_CONFLICTS, to_int
 from knowmesh_mcp.core.model import InvalidNode, NodeDocument, check_node_id, validate_node
 from knowmesh_mcp.core.normalize import quoted_values, signature_hash
 from knowmesh_mcp.core.placeholders import placeholder_problems
@@ -45,6 +45,15 @@ def require_node_id(node_id: str) -> str:
     return node_id
 
 
+def path_number(value: Any, what: str) -> int:
+    """A number taken from a URL path (a dedupe task's, an issue's): anything that is not one of
+    ours (or past 64 bits) is a 404 naming `what`."""
+    try:
+        return to_int(value, what, lowest=1)
+    except KnowmeshError:
+        raise not_found(what, str(value)[:40]) from None
+
+
 def behavior_hash(solution: dict[str, Any]) -> str:
     """What a solution does: its fix steps and verify block. Metadata edits leave it unchanged."""
     verify = solution["verify"]
@@ -56,7 +65,7 @@ def check_overlaps(document: NodeDocument) -> None:
     """At most one answer per environment scope: 409 overlapping_answer otherwise."""
     node_environment = document.signature.environment
     scoped = [(s.id, solution_scope(s.env, node_environment)) for s in document.content.solutions]
-    conflicts = []
+    conflicts: list[dict[str, list[Any]]] = []
     for i, (first_id, first) in enumerate(scoped):
         for second_id, second in scoped[i + 1 :]:
             if scopes_overlap(first, second):

@@ -197,8 +197,8 @@ def _select_solutions(
         return chosen, []
     if request.env is None:
         return [s for s, _ in solutions], []
-    chosen, blocked = choose_answer(solutions, request.env)
-    return ([chosen] if chosen else []), blocked
+    answer, blocked = choose_answer(solutions, request.env)
+    return ([answer] if answer else []), blocked
 
 
 def editable_document(
@@ -231,33 +231,12 @@ def article_view(
 ) -> dict[str, Any]:
     """The JSON read of spec section 2 for one stored document."""
     node_id = document["id"]
-    content = document["content"]
     evidence = evidence or Evidence()
     now = now or datetime.now(UTC)
-    has_answer = bool(content["solutions"])
+    has_answer = bool(document["content"]["solutions"])
     solutions, blocked = _select_solutions(document, solution_revisions, request, evidence)
     usable = bool(solutions)
     sections = sections_for(request.fields)
-
-    view_content: dict[str, Any] = {}
-    for key in ("symptom", "context", "root_cause"):
-        if sections is None or key in sections:
-            view_content[key] = content[key]
-    if sections is None or "solutions" in sections:
-        view_content["solutions"] = solutions
-    elif "provenance" in sections:
-        view_content["solutions"] = [
-            {"id": s["id"], "revision": s["revision"], "provenance": s.get("provenance")} for s in solutions
-        ]
-    if "alternatives" in request.include and (sections is None or "solutions" in sections):
-        view_content["alternatives"] = content.get("alternatives", [])
-    if sections is None or "failed_attempts" in sections:
-        withheld = has_answer and "archived_failures" not in request.include and bool(content["failed_attempts"])
-        view_content["failed_attempts"] = [] if withheld else content["failed_attempts"]
-        view_content["failed_attempts_archived"] = withheld
-    if sections is None or "boundaries" in sections:
-        view_content["boundaries"] = content.get("boundaries", [])
-
     body: dict[str, Any] = {
         "id": node_id,
         "ecosystem": document["ecosystem"],
@@ -279,7 +258,7 @@ def article_view(
         "failed_solutions": [failed_entry(b) for b in blocked],
         "env": request.env.to_dict() if request.env else None,
         "signature": document["signature"],
-        "content": view_content,
+        "content": _view_content(document["content"], solutions, sections, request.include),
     }
     if request.fields and "article" in request.fields:
         body["article"] = editable_document(
@@ -292,13 +271,47 @@ def article_view(
     if sections is None or "outcomes" in sections:
         body["stats"] = stats_view(evidence.stats("", 0, cluster), now)
     if not usable and request.solution is None:
-        env_view = request.env.to_dict() if request.env else None
-        body["next"] = (
-            next_steps.blocked(node_id, revision, env_view, blocked[0])
-            if blocked
-            else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer)
-        )
+        body["next"] = unusable_next(node_id, revision, request.env, blocked, has_answer=has_answer)
     return body
+
+
+def _view_content(
+    content: dict[str, Any], solutions: list[dict[str, Any]], sections: set[str] | None, include: tuple[str, ...]
+) -> dict[str, Any]:
+    """The article's sections a read asked for (all without `fields`), with the served solutions;
+    the failed attempts of an answered node are withheld unless `include=archived_failures`."""
+    view: dict[str, Any] = {}
+    for key in ("symptom", "context", "root_cause"):
+        if sections is None or key in sections:
+            view[key] = content[key]
+    if sections is None or "solutions" in sections:
+        view["solutions"] = solutions
+    elif "provenance" in sections:
+        view["solutions"] = [
+            {"id": s["id"], "revision": s["revision"], "provenance": s.get("provenance")} for s in solutions
+        ]
+    if "alternatives" in include and (sections is None or "solutions" in sections):
+        view["alternatives"] = content.get("alternatives", [])
+    if sections is None or "failed_attempts" in sections:
+        withheld = (
+            bool(content["solutions"]) and "archived_failures" not in include and bool(content["failed_attempts"])
+        )
+        view["failed_attempts"] = [] if withheld else content["failed_attempts"]
+        view["failed_attempts_archived"] = withheld
+    if sections is None or "boundaries" in sections:
+        view["boundaries"] = content.get("boundaries", [])
+    return view
+
+
+def unusable_next(
+    node_id: str, revision: int, env: Environment | None, blocked: list[dict[str, Any]], *, has_answer: bool
+) -> dict[str, Any]:
+    """`next` of a read or a search result with no usable answer: report the blocked one's failure,
+    else publish an answer (or a failed attempt)."""
+    env_view = env.to_dict() if env else None
+    if blocked:
+        return next_steps.blocked(node_id, revision, env_view, blocked[0])
+    return next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer)
 
 
 def _failures_view(failures: list[dict[str, Any]], request: ReadRequest, usable: bool) -> list[dict[str, Any]] | None:
@@ -558,12 +571,7 @@ def search_result(
         "trust": "untrusted-data",
     }
     if solution is None:
-        env_view = env.to_dict() if env else None
-        result["next"] = (
-            next_steps.blocked(node_id, revision, env_view, blocked[0])
-            if blocked
-            else next_steps.unanswered(node_id, revision, env_view, has_answer=has_answer)
-        )
+        result["next"] = unusable_next(node_id, revision, env, blocked, has_answer=has_answer)
     return result
 
 
