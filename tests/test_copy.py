@@ -17,7 +17,7 @@ from knowmesh_mcp.services.copying import copy_mesh
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
-from knowmesh_mcp.services.outcomes import Submission
+from knowmesh_mcp.services.submission import Submission
 from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp.services import importing
+from knowmesh_mcp.services import import_export, importing
 from knowmesh_mcp.services import service as service_module
 from knowmesh_mcp.services.importing import InvalidSource
 from knowmesh_mcp.services.service import Service
@@ -81,7 +81,7 @@ async def test_a_pooled_dry_run_writes_nothing(tmp_path, make_doc, monkeypatch):
 async def test_a_big_import_merges_each_search_table_into_one_segment(tmp_path, make_doc, monkeypatch):
     """Each import transaction leaves FTS5 a new segment, which every search then reads; an import that
     wrote a quarter of the mesh or more (and a rebuild of the index) merges them, a small one does not."""
-    monkeypatch.setattr(service_module, "IMPORT_BATCH", 5)  # 12 transactions, as a big import makes
+    monkeypatch.setattr(import_export, "IMPORT_BATCH", 5)  # 12 transactions, as a big import makes
     path = tmp_path / "mesh.db"
     items = [(f"n{i}.json", make_doc(id=f"python/segment-{i}", error=f"ImportError: cannot import name 'n{i}' from 'pkg{i}'"))
              for i in range(60)]

@@ -26,7 +26,7 @@ from knowmesh_mcp.core import markdown as md
 from knowmesh_mcp.core import next_steps
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.markdown import render_article
-from knowmesh_mcp.services.outcomes import issue_markdown, issues_markdown
+from knowmesh_mcp.services.issues import issue_markdown, issues_markdown
 from knowmesh_mcp.web.pages import render_markdown, safe_link
 from knowmesh_mcp.services.service import Service
 

@@ -16,7 +16,8 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.reading import MIN_BUDGET, fit_search_to_budget, fit_to_budget
+from knowmesh_mcp.core.limits import MIN_BUDGET
+from knowmesh_mcp.services.reading import fit_search_to_budget, fit_to_budget
 from knowmesh_mcp.services.remote import RemoteMesh
 from knowmesh_mcp.services.service import Service
 

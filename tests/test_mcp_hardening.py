@@ -15,7 +15,7 @@ from mcp import Client
 
 from knowmesh_mcp.wire import results
 from knowmesh_mcp.mcp.server import build_mcp_server
-from knowmesh_mcp.services.reading import MIN_BUDGET
+from knowmesh_mcp.core.limits import MIN_BUDGET
 from knowmesh_mcp.services.service import Service
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
