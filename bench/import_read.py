@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowmesh_mcp.services.service import Service, load_documents
+from knowmesh_mcp.services.import_export import load_documents
+from knowmesh_mcp.services.service import Service
 
 ECOSYSTEMS = ["python", "node", "go", "rust", "shell", "docker", "postgres", "typescript"]
 WORDS = ("cannot find resolve import module package build fails missing symbol linker version mismatch "

@@ -20,10 +20,10 @@ ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from knowmesh_mcp.model import InvalidNode, validate_node  # noqa: E402
-from knowmesh_mcp.publishing import check_overlaps  # noqa: E402
-from knowmesh_mcp.errors import KnowmeshError  # noqa: E402
-from knowmesh_mcp.service import load_documents  # noqa: E402
+from knowmesh_mcp.core.model import InvalidNode, validate_node  # noqa: E402
+from knowmesh_mcp.services.publishing import check_overlaps  # noqa: E402
+from knowmesh_mcp.core.errors import KnowmeshError  # noqa: E402
+from knowmesh_mcp.services.import_export import load_documents  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
 
 QUERIES = HERE / "queries"

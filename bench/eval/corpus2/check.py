@@ -23,8 +23,8 @@ for entry in (str(ROOT), str(EVAL), str(EVAL.parent)):
 
 from check_data import load_queries, thread  # noqa: E402
 
-from knowmesh_mcp.model import InvalidNode, validate_node  # noqa: E402
-from knowmesh_mcp.normalize import normalize_signature  # noqa: E402
+from knowmesh_mcp.core.model import InvalidNode, validate_node  # noqa: E402
+from knowmesh_mcp.core.normalize import normalize_signature  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
 
 KINDS = ("pasted", "natural_language", "no_answer", "env_selection", "confusable")
@@ -65,7 +65,7 @@ async def not_importable(documents: list[tuple[str, dict[str, Any]]]) -> list[st
     """Nodes a mesh would not take beside the others (an empty mesh, a dry-run import): a node whose
     normalized error and quoted values equal another's is the same problem to the product (409
     duplicate_node), so siblings must differ in their error line, not only in their article."""
-    from knowmesh_mcp.service import Service
+    from knowmesh_mcp.services.service import Service
 
     with tempfile.TemporaryDirectory(prefix="corpus2-check-") as folder:
         service = await Service.open(Path(folder) / "check.db", seed=False)
