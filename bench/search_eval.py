@@ -65,7 +65,7 @@ from knowmesh_mcp.search import query as search_module  # noqa: E402
 from knowmesh_mcp.search.analysis import index_terms  # noqa: E402
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
 from knowmesh_mcp.search.ranking import LIKELY  # noqa: E402
-from knowmesh_mcp.services.import_export import load_documents
+from knowmesh_mcp.services.import_export import load_documents  # noqa: E402
 from knowmesh_mcp.services.service import Service  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
 from knowmesh_mcp.search.tool_output import decisive_lines  # noqa: E402
