@@ -14,9 +14,13 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp.store import DuplicateRow, StatsRow
-from knowmesh_mcp.store import pg_evidence
-from knowmesh_mcp.store import postgres
-from knowmesh_mcp.store import sqlite
+from knowmesh_mcp.store.postgres import evidence as pg_evidence
+from knowmesh_mcp.store.postgres import schema as pg_schema
+from knowmesh_mcp.store.sqlite import connection as sqlite_connection
+from knowmesh_mcp.store.sqlite import evidence as sqlite_evidence
+from knowmesh_mcp.store.sqlite import nodes as sqlite_nodes
+from knowmesh_mcp.store.sqlite import schema as sqlite_schema
+from knowmesh_mcp.store.sqlite import sync as sqlite_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -42,8 +46,8 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     stopped = Clock()
-    monkeypatch.setattr(sqlite, "utc_now", stopped)
-    monkeypatch.setattr(pg_evidence, "utc_now", stopped)
+    for module in (sqlite_connection, sqlite_nodes, sqlite_sync, sqlite_evidence, pg_evidence):
+        monkeypatch.setattr(module, "utc_now", stopped)
     return stopped
 
 
@@ -476,8 +480,8 @@ async def test_health_facts(both_stores, clock):
     for name, store in both_stores.items():
         own = await store.health_facts()
         schema[name] = (own["backend"], own["schema_version"], own["latest_schema_version"])
-    assert schema == {"sqlite": ("sqlite", *[max(n for n, _, _ in sqlite.migrations())] * 2),
-                      "postgres": ("postgresql", *[max(n for n, _, _ in postgres.migrations())] * 2)}
+    assert schema == {"sqlite": ("sqlite", *[max(n for n, _, _ in sqlite_schema.migrations())] * 2),
+                      "postgres": ("postgresql", *[max(n for n, _, _ in pg_schema.migrations())] * 2)}
 
 
 async def test_health_reports_a_node_without_its_current_version_on_postgres(both_stores, clock):

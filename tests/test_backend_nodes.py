@@ -22,9 +22,13 @@ from knowmesh_mcp.core.articles import field_changes
 from knowmesh_mcp.services.editing import token_hash
 from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.store import Edit, NewNode, RevisionRow, SyncedHead, SyncedRevision
-from knowmesh_mcp.store import pg_nodes
-from knowmesh_mcp.store import sqlite
-from knowmesh_mcp.store.postgres_writer import PostgresWriter
+from knowmesh_mcp.store.postgres import PostgresWriter
+from knowmesh_mcp.store.postgres import nodes as pg_nodes
+from knowmesh_mcp.store.postgres import sync as pg_sync
+from knowmesh_mcp.store.sqlite import connection as sqlite_connection
+from knowmesh_mcp.store.sqlite import evidence as sqlite_evidence
+from knowmesh_mcp.store.sqlite import nodes as sqlite_nodes
+from knowmesh_mcp.store.sqlite import sync as sqlite_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -35,8 +39,8 @@ AGENT = {"id": "agent-a", "model": "model-1"}
 def clock(monkeypatch) -> list[str]:
     """The time every write reads, the same on both backends; a test moves it with `tick`."""
     now = ["2026-01-01T00:00:00.000000Z"]
-    monkeypatch.setattr(sqlite, "utc_now", lambda: now[0])
-    monkeypatch.setattr(pg_nodes, "utc_now", lambda: now[0])
+    for module in (sqlite_connection, sqlite_nodes, sqlite_sync, sqlite_evidence, pg_nodes, pg_sync):
+        monkeypatch.setattr(module, "utc_now", lambda: now[0])
     return now
 
 
@@ -492,8 +496,7 @@ async def test_ids_page_in_byte_order_whatever_the_collation(postgres_server, tm
     import psycopg
     from urllib.parse import urlsplit, urlunsplit
 
-    from knowmesh_mcp.store import Store
-    from knowmesh_mcp.store.postgres import PostgresStore
+    from knowmesh_mcp.store import PostgresStore, SqliteStore
 
     name = f"knowmesh_icu_{secrets.token_hex(4)}"
     try:
@@ -502,7 +505,7 @@ async def test_ids_page_in_byte_order_whatever_the_collation(postgres_server, tm
                                 "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'")
     except psycopg.Error as error:
         pytest.skip(f"no ICU collation on this server: {error}")
-    stores = {"sqlite": await Store.open(tmp_path / "icu.db"),
+    stores = {"sqlite": await SqliteStore.open(tmp_path / "icu.db"),
               "postgres": await PostgresStore.open(urlunsplit(urlsplit(postgres_server)._replace(path=f"/{name}")))}
     try:
         if not hasattr(PostgresWriter, "write_search_rows"):

@@ -195,11 +195,11 @@ async def test_a_fresh_write_counts_from_nothing_and_a_failed_write_counts_nothi
 async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(tmp_path, pg_database, make_doc):
     """SQLite's 0010 (term_counts from fts5vocab) and PostgreSQL's 0003 ('head' counts from
     node_heads) run on a mesh that already has nodes: afterwards every count equals FTS5's own."""
-    from knowmesh_mcp.store import Store
-    from knowmesh_mcp.store.postgres import PostgresStore, migrate
+    from knowmesh_mcp.store import PostgresStore, SqliteStore
+    from knowmesh_mcp.store.postgres.connection import migrate
 
     docs = documents(make_doc)
-    stores = {"sqlite": await Store.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
+    stores = {"sqlite": await SqliteStore.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
     await insert_nodes(stores, docs)
     expected = await vocabularies(stores)
     # Back to the schema before the migrations (SQLite's 0011 to 0013 undone too, as they come later), their rows gone
@@ -220,7 +220,7 @@ async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(t
     for store in stores.values():
         await store.close()
     assert await migrate(pg_database) == 1
-    stores = {"sqlite": await Store.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
+    stores = {"sqlite": await SqliteStore.open(tmp_path / "upgrade.db"), "postgres": await PostgresStore.open(pg_database)}
     try:
         assert await vocabularies(stores) == expected
         assert all(expected["fts5vocab"])
@@ -232,12 +232,12 @@ async def test_the_term_counts_migrations_count_the_nodes_a_mesh_already_holds(t
 async def test_the_gram_sets_migration_fills_the_sets_of_a_mesh_already_holding_nodes(tmp_path, pg_database, make_doc):
     """PostgreSQL's 0004 on a mesh with nodes: every node's `grams` is its templates' distinct trigrams
     (what term_counts counts), and the trigram channel finds what it found before the migration."""
-    from knowmesh_mcp.store.postgres import PostgresStore, migrate
-    from knowmesh_mcp.store import Store
-    from knowmesh_mcp.store.shared import gram_terms
+    from knowmesh_mcp.store import PostgresStore, SqliteStore
+    from knowmesh_mcp.store.common import gram_terms
+    from knowmesh_mcp.store.postgres.connection import migrate
 
     docs = documents(make_doc)
-    sqlite, store = await Store.open(tmp_path / "beside.db"), await PostgresStore.open(pg_database)
+    sqlite, store = await SqliteStore.open(tmp_path / "beside.db"), await PostgresStore.open(pg_database)
     await insert_nodes({"sqlite": sqlite, "postgres": store}, docs)
     await sqlite.close()
     probes = [TermQuery("grams", "grams", _grams(QueryPlan.of(q).mains[0])[:24], 20) for q in QUERIES]
@@ -263,7 +263,7 @@ async def test_the_gram_sets_migration_fills_the_sets_of_a_mesh_already_holding_
 async def test_gram_sets_keep_quotes_backslashes_and_braces(both_stores, make_doc):
     """Trigrams with array-literal and COPY syntax (`"`, `\\`, `{`, `,`, a tab, `NULL`) are stored
     as they are and found as SQLite finds them."""
-    from knowmesh_mcp.store.shared import gram_terms
+    from knowmesh_mcp.store.common import gram_terms
 
     hostile = make_doc(id="shell/hostile-grams", ecosystem="shell", title="Hostile trigram text",
                        error='error: unexpected "{" at C:\\Users\\x\t{a,b}, got NULL or "null" \\" end')
@@ -369,7 +369,7 @@ async def test_dense_matches_walked_or_indexed_are_the_same_lowest_pks(both_stor
     """PostgreSQL's walk of the primary key for dense terms reads a bounded span (here 1 row, a few,
     or all of them) and gives way to the index when it found too few: either way the rows are
     SQLite's."""
-    from knowmesh_mcp.store import pg_search
+    from knowmesh_mcp.store.postgres import search as pg_search
 
     monkeypatch.setattr(pg_search, "WALK_SPAN", span)
     monkeypatch.setattr(pg_search, "WALK_REACH", span)
@@ -395,7 +395,7 @@ def test_a_walk_reads_up_to_as_many_rows_as_the_index_would_visit():
     """At 1,000,000 nodes a term in 16,000 of them is walked (the index would visit all 16,000 rows
     to return the lowest 20), as far as ten times the rows expected to hold 20 matches; without
     that many matches to visit, the same density goes to the index; a rare term always does."""
-    from knowmesh_mcp.store.pg_search import _lowest_pks
+    from knowmesh_mcp.store.postgres.search import _lowest_pks
 
     def plan(matches: int, density: float) -> str:
         return _lowest_pks(TermQuery("every", "search", ["ts2307"], 20, density=density, matches=matches),

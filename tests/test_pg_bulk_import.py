@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp.services.service import Service
-from knowmesh_mcp.store import postgres
-from knowmesh_mcp.store.pg_search import DEFERRED_INDEXES, DEFERRED_KEY
-from knowmesh_mcp.store.postgres import PostgresStore
+from knowmesh_mcp.store import PostgresStore
+from knowmesh_mcp.store.postgres import store as pg_store
+from knowmesh_mcp.store.postgres.connection import migrate
+from knowmesh_mcp.store.postgres.schema import describe
+from knowmesh_mcp.store.postgres.search import DEFERRED_INDEXES, DEFERRED_KEY
 
 pytestmark = pytest.mark.anyio
 
@@ -53,8 +55,8 @@ async def test_an_import_into_a_small_mesh_builds_the_indexes_at_its_end(pg_data
         assert found["results"][0]["id"] == "python/bulk-7"
     finally:
         await service.close()
-    await postgres.migrate(pg_database)  # the schema is whole: nothing left to apply, nothing missing
-    described = await postgres.describe(pg_database)
+    await migrate(pg_database)  # the schema is whole: nothing left to apply, nothing missing
+    described = await describe(pg_database)
     assert set(DEFERRED_INDEXES) <= {row[1] for row in described["indexes"]}
 
 
@@ -77,7 +79,7 @@ async def dying_import(url: str) -> None:
     store = await PostgresStore.open(url)
     try:
         async with store.write() as tx:
-            await tx._defer_search_indexes(postgres.DEFER_BELOW)
+            await tx._defer_search_indexes(pg_store.DEFER_BELOW)
     finally:
         await store.close()
 
@@ -106,7 +108,7 @@ async def test_an_index_someone_already_built_is_left_as_it_is(pg_database: str)
 
 
 async def test_an_import_into_a_big_mesh_keeps_its_indexes(pg_database: str, make_doc, monkeypatch):
-    monkeypatch.setattr(postgres, "DEFER_BELOW", 1)
+    monkeypatch.setattr(pg_store, "DEFER_BELOW", 1)
     service = await Service.open(pg_database, seed=False)
     try:
         await service.import_documents(items(make_doc, 1))

@@ -8,7 +8,8 @@ import asyncio
 
 import pytest
 
-from knowmesh_mcp.store import postgres
+from knowmesh_mcp.store.postgres import connection as pg_connection
+from knowmesh_mcp.store.postgres import schema as pg_schema
 
 from conftest import new_pg_database
 
@@ -16,11 +17,11 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_migrations_build_exactly_the_consolidated_schema(postgres_server: str, pg_database: str):
-    assert await postgres.migrate(pg_database) == len(postgres.migrations())
+    assert await pg_connection.migrate(pg_database) == len(pg_schema.migrations())
     with new_pg_database(postgres_server) as from_script:
-        await postgres.apply_script(from_script, (postgres.postgres_dir() / "schema.sql").read_text(encoding="utf-8"))
-        migrated, consolidated = await postgres.describe(pg_database), await postgres.describe(from_script)
-    for part in postgres.DESCRIBE:
+        await pg_schema.apply_script(from_script, (pg_schema.postgres_dir() / "schema.sql").read_text(encoding="utf-8"))
+        migrated, consolidated = await pg_schema.describe(pg_database), await pg_schema.describe(from_script)
+    for part in pg_schema.DESCRIBE:
         assert migrated[part] == consolidated[part], (
             f"store/postgres/schema.sql differs in its {part}: run `python -m knowmesh_mcp.store.postgres URL`")
     assert {"pg_trgm"} <= {name for (name,) in migrated["extensions"]}
@@ -33,18 +34,18 @@ async def test_servers_migrating_at_once_apply_each_migration_once(pg_database: 
     import psycopg
 
     # Which server applies which migration depends on who takes the lock first; each applies once.
-    applied = await asyncio.gather(*(postgres.migrate(pg_database) for _ in range(3)))
-    assert sum(applied) == len(postgres.migrations())
-    assert await postgres.migrate(pg_database) == 0
+    applied = await asyncio.gather(*(pg_connection.migrate(pg_database) for _ in range(3)))
+    assert sum(applied) == len(pg_schema.migrations())
+    assert await pg_connection.migrate(pg_database) == 0
     async with await psycopg.AsyncConnection.connect(pg_database) as db:
         versions = [row[0] for row in await (await db.execute("SELECT version FROM schema_migrations ORDER BY version")).fetchall()]
-    assert versions == [number for number, _, _ in postgres.migrations()]
+    assert versions == [number for number, _, _ in pg_schema.migrations()]
 
 
 async def test_the_database_refuses_to_change_facts(pg_database: str):
     import psycopg
 
-    await postgres.migrate(pg_database)
+    await pg_connection.migrate(pg_database)
     async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as db:
         await db.execute("""INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision, has_answer,
                                                signature_hash, quoted_values, created_at, updated_at, change_seq)

@@ -11,7 +11,7 @@ from knowmesh_mcp.core.model import validate_node
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION
 from knowmesh_mcp.services.publishing import Prepared
 from knowmesh_mcp.services.service import Service
-from knowmesh_mcp.store import Store, consolidated_schema, migrations, store_dir
+from knowmesh_mcp.store import SqliteStore, consolidated_schema, migrations, store_dir
 
 
 def schema_of(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -31,7 +31,7 @@ def test_schema_sql_equals_the_migrations(tmp_path):
     migrated.close()
 
     async def migrate() -> None:
-        store = await Store.open(tmp_path / "m.db")
+        store = await SqliteStore.open(tmp_path / "m.db")
         await store.close()
 
     import anyio
@@ -43,10 +43,10 @@ def test_schema_sql_equals_the_migrations(tmp_path):
 @pytest.mark.anyio
 async def test_migrations_are_recorded_and_applied_once(tmp_path):
     path = tmp_path / "k.db"
-    first = await Store.open(path)
+    first = await SqliteStore.open(path)
     assert first.created
     await first.close()
-    second = await Store.open(path)
+    second = await SqliteStore.open(path)
     assert not second.created
     await second.close()
     rows = sqlite3.connect(path).execute("SELECT version, name FROM schema_migrations").fetchall()
@@ -55,7 +55,7 @@ async def test_migrations_are_recorded_and_applied_once(tmp_path):
 
 @pytest.mark.anyio
 async def test_pragmas(tmp_path):
-    store = await Store.open(tmp_path / "k.db")
+    store = await SqliteStore.open(tmp_path / "k.db")
     try:
         async with store.write() as tx:
             for pragma, expected in (("journal_mode", "wal"), ("foreign_keys", 1), ("busy_timeout", 10000)):

@@ -7,9 +7,8 @@ import inspect
 import pytest
 
 from knowmesh_mcp.store import interface
-from knowmesh_mcp.store import sqlite
-from knowmesh_mcp.store.postgres import PostgresStore
-from knowmesh_mcp.store.postgres_writer import PostgresWriter
+from knowmesh_mcp.store.postgres import PostgresStore, PostgresWriter
+from knowmesh_mcp.store.sqlite import SqliteStore, SqliteWriter
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -18,7 +17,7 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
 
 
 @pytest.mark.parametrize(("protocol", "backend"), [
-    (interface.Store, sqlite.Store), (interface.Writer, sqlite.Writer),
+    (interface.Store, SqliteStore), (interface.Writer, SqliteWriter),
     (interface.Store, PostgresStore), (interface.Writer, PostgresWriter),
 ], ids=["sqlite-store", "sqlite-writer", "postgres-store", "postgres-writer"])
 def test_each_backend_implements_the_interface_exactly(protocol, backend):

@@ -1,11 +1,11 @@
 """The store: every SQL statement of the package, behind `Store` (reads) and `Writer` (one write
-transaction). The service and everything above it see only these names and the plain rows they
-return.
+transaction), the Protocols of `interface`. The service and everything above it type against
+these two and see only the plain rows they return.
 
-`sqlite` is the embedded backend (a personal mesh); `postgres` the team backend (its SQL in
-`pg_nodes`, `pg_search`, `pg_evidence`, its write transaction in `postgres_writer`, its migrations in
-`store/postgres/`); `shared` holds what both compute alike in Python. `open_store` picks one by the
-target.
+`sqlite` is the embedded backend (a personal mesh, `SqliteStore`); `postgres` the team backend
+(`PostgresStore`, its migrations in `store/postgres/`). Both have the same modules, one a concern
+(`connection`, `schema`, `nodes`, `sync`, `search`, `evidence`, `writer`, `store`); `common` holds
+what both share, `tables` what a copy moves. `open_store` picks a backend by the target.
 """
 
 from pathlib import Path
@@ -24,10 +24,18 @@ from knowmesh_mcp.core.rows import (
     SyncedRevision,
     TermQuery,
 )
-from knowmesh_mcp.store.interface import STARTER_CORPUS, meta_made_once
-from knowmesh_mcp.store.sqlite import Store, Writer, consolidated_schema, migrations, store_dir, utc_now
+from knowmesh_mcp.store.common import store_dir, utc_now
+from knowmesh_mcp.store.interface import STARTER_CORPUS, Store, Writer, meta_made_once
+from knowmesh_mcp.store.postgres import PostgresStore, PostgresWriter
+from knowmesh_mcp.store.sqlite import SqliteStore, SqliteWriter
+from knowmesh_mcp.store.sqlite.schema import consolidated_schema, migrations
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+# mypy holds each backend to the interface here: a method whose signature drifts from the
+# Protocol's fails these assignments (tests/test_store_interface.py checks the same at run time).
+_STORES: tuple[type[Store], ...] = (SqliteStore, PostgresStore)
+_WRITERS: tuple[type[Writer], ...] = (SqliteWriter, PostgresWriter)
 
 
 def is_postgres(target: str | Path) -> bool:
@@ -37,10 +45,8 @@ def is_postgres(target: str | Path) -> bool:
 async def open_store(target: str | Path) -> Store:
     """The store at `target`: a PostgreSQL URL opens the team backend, anything else a SQLite file."""
     if is_postgres(target):
-        from knowmesh_mcp.store.postgres import PostgresStore
-
-        return await PostgresStore.open(str(target))  # type: ignore[return-value]
-    return await Store.open(target)
+        return await PostgresStore.open(str(target))
+    return await SqliteStore.open(target)
 
 
 __all__ = [
@@ -52,8 +58,10 @@ __all__ = [
     "Frequencies",
     "NewNode",
     "NodeRow",
+    "PostgresStore",
     "RevisionRow",
     "SearchRow",
+    "SqliteStore",
     "StatsRow",
     "Store",
     "SyncedHead",

@@ -1,9 +1,9 @@
 """Evidence, failed approaches, write limits, dedupe, service issues, tokens, meta, the review queue and maintainer actions on PostgreSQL.
 
-`EvidenceReads` is mixed into `postgres.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
-transaction), `EvidenceWrites` into `postgres_writer.PostgresWriter` (one write transaction:
+`EvidenceReads` is mixed into `store.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
+transaction), `EvidenceWrites` into `writer.PostgresWriter` (one write transaction:
 `self._all(sql, params)` and `self.connection`, a psycopg AsyncConnection). Same signatures and
-results as `sqlite.Store` / `sqlite.Writer` (see `interface`); values are bound `%s` parameters.
+results as `SqliteStore` / `SqliteWriter` (see `interface`); values are bound `%s` parameters.
 
 Text ordering and comparisons use `COLLATE "C"`: SQLite compares bytes, and a server initialised
 with a linguistic locale would otherwise order ids, agents and times differently. Where SQLite's
@@ -20,7 +20,8 @@ from typing import Any
 
 from knowmesh_mcp.core.identity import agent_object
 from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DuplicateRow, StatsRow
-from knowmesh_mcp.store.sqlite import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
+from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
+from knowmesh_mcp.store.postgres.schema import migrations
 
 # The key `insert_row` returns (SQLite's rowid): the identity column of each table it is given.
 ROW_KEYS = {
@@ -32,8 +33,10 @@ ROW_KEYS = {
     "maintainer_actions": "id",
 }
 
+
 # node_stats' primary key order (SQLite's table is WITHOUT ROWID: its rows come back in this order).
 STATS_ORDER = 'node_id COLLATE "C", solution_id COLLATE "C", solution_revision, cluster COLLATE "C"'
+
 
 # The current answer of a node: the stats row's solution revision is the one its current version publishes.
 CURRENT_ANSWER = "(v.solution_revisions::jsonb -> s.solution_id) = to_jsonb(s.solution_revision)"
@@ -45,8 +48,6 @@ class EvidenceReads:
     async def get_meta(self, key: str) -> str | None:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = %s", (key,))
         return rows[0][0] if rows else None
-
-    # -- agent tokens ------------------------------------------------------------------------
 
     async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
         """(agent id, role, last used) of a live (unrevoked) token."""
@@ -65,8 +66,6 @@ class EvidenceReads:
             (TOKEN_ID_LENGTH,),
         )
         return [dict(zip(TOKEN_FIELDS, row)) for row in rows]
-
-    # -- evidence ----------------------------------------------------------------------------
 
     async def stats_of(self, node_ids: Sequence[str]) -> dict[str, list[StatsRow]]:
         """{node id: its node_stats rows} (nodes without evidence are absent)."""
@@ -112,9 +111,6 @@ class EvidenceReads:
             }
             for r in rows
         ]
-
-    # -- review queue: each query returns (node id, title, current revision, solution id, solution
-    # revision, cluster, report count), in the order an item of that reason should be handled.
 
     async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
         """Current answers in `failure_state` in some cluster, most reports first."""
@@ -170,8 +166,6 @@ class EvidenceReads:
             (before, limit),
         )
 
-    # -- dedupe, issues, the audit log --------------------------------------------------------
-
     async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]:
         rows = await self._fetchall(
             """SELECT t.id, t.node_id, t.candidate_id, t.reason, t.status, t.canonical_id, t.created_at,
@@ -179,7 +173,7 @@ class EvidenceReads:
                       (SELECT count(*) FROM dedupe_votes v WHERE v.task_id = t.id AND v.vote = 'different')
                FROM dedupe_tasks t WHERE (%(status)s::text IS NULL OR t.status = %(status)s::text)
                ORDER BY t.id LIMIT %(limit)s""",
-            {"status": status, "limit": limit},  # type: ignore[arg-type]
+            {"status": status, "limit": limit},
         )
         return [
             {
@@ -199,7 +193,7 @@ class EvidenceReads:
         rows = await self._fetchall(
             """SELECT number, title, body, details, agent_id, status, created_at, resolution FROM service_issues
                WHERE (%(number)s::bigint IS NULL OR number = %(number)s::bigint) ORDER BY number DESC LIMIT %(limit)s""",
-            {"number": number, "limit": limit},  # type: ignore[arg-type]
+            {"number": number, "limit": limit},
         )
         return [
             {
@@ -221,7 +215,7 @@ class EvidenceReads:
             """SELECT id, action, target, detail, note, maintainer_id, proof, created_at FROM maintainer_actions
                WHERE (%(target)s::text IS NULL OR target = %(target)s::text) AND id > %(after)s
                ORDER BY id LIMIT %(limit)s""",
-            {"target": target, "after": after, "limit": limit},  # type: ignore[arg-type]
+            {"target": target, "after": after, "limit": limit},
         )
         return [
             {
@@ -236,8 +230,6 @@ class EvidenceReads:
             }
             for r in rows
         ]
-
-    # -- health ------------------------------------------------------------------------------
 
     async def health_facts(self) -> dict[str, Any]:
         """What `doctor` and GET /v1/health report: versions, counts, tokens, syncs, integrity.
@@ -254,16 +246,14 @@ class EvidenceReads:
         )
         tokens = dict(
             await self._fetchall("SELECT role, count(*) FROM agent_tokens WHERE revoked_at IS NULL GROUP BY role")
-        )  # type: ignore[arg-type]
+        )
         syncs = await self._fetchall('SELECT remote, synced_at FROM sync_state ORDER BY remote COLLATE "C"')
         meta = dict(
             await self._fetchall(
                 "SELECT key, value FROM meta WHERE key IN ('normalizer_version', 'search_index_version')"
             )
-        )  # type: ignore[arg-type]
+        )
         integrity = "ok" if not unreadable else f"{unreadable} node(s) without their current version"
-        from knowmesh_mcp.store.postgres import migrations
-
         return {
             "schema_version": int(schema),
             "latest_schema_version": max(n for n, _, _ in migrations()),
@@ -326,7 +316,7 @@ class EvidenceWrites:
         evidence on a node (unproven reports left out), in SQLite's index order."""
         return [
             tuple(row)
-            for row in await self._all(  # type: ignore[misc]
+            for row in await self._all(
                 """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
                FROM feedback WHERE node_id = %s AND proof <> 'unproven'
                ORDER BY solution_id COLLATE "C", solution_revision, cluster COLLATE "C", created_at COLLATE "C", id""",
@@ -386,8 +376,6 @@ class EvidenceWrites:
         await self._all('DELETE FROM write_counts WHERE hour < %s COLLATE "C"', (hour,))
         return int(rows[0][0])
 
-    # -- dedupe ------------------------------------------------------------------------------
-
     async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
         """(node, candidate, status) of one task."""
         rows = await self._all("SELECT node_id, candidate_id, status FROM dedupe_tasks WHERE id = %s", (task_id,))
@@ -427,7 +415,7 @@ class EvidenceWrites:
         """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
         return [
             tuple(r)
-            for r in await self._all(  # type: ignore[misc]
+            for r in await self._all(
                 """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = %s
                ORDER BY created_at COLLATE "C", agent_id COLLATE "C"
             """,
@@ -445,8 +433,6 @@ class EvidenceWrites:
             "UPDATE dedupe_tasks SET status = %s, canonical_id = %s WHERE id = %s", (status, canonical_id, task_id)
         )
 
-    # -- meta --------------------------------------------------------------------------------
-
     async def delete_meta(self, key: str) -> None:
         await self._all("DELETE FROM meta WHERE key = %s", (key,))
 
@@ -455,8 +441,6 @@ class EvidenceWrites:
             "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
-
-    # -- agent tokens ------------------------------------------------------------------------
 
     async def add_token(self, token_hash: str, agent_id: str, role: str) -> None:
         await self._all(
@@ -474,8 +458,6 @@ class EvidenceWrites:
 
     async def touch_token(self, token_hash: str, at: str) -> None:
         await self._all("UPDATE agent_tokens SET last_used_at = %s WHERE token_hash = %s", (at, token_hash))
-
-    # -- maintainers and issues --------------------------------------------------------------
 
     async def insert_maintainer_action(
         self, action: str, target: str, detail: dict[str, Any], note: str | None, maintainer_id: str, proof: str
@@ -504,8 +486,6 @@ class EvidenceWrites:
             "UPDATE service_issues SET status = %s, resolution = %s WHERE number = %s",
             (status, json.dumps(resolution, ensure_ascii=False, sort_keys=True), number),
         )
-
-    # -- sync --------------------------------------------------------------------------------
 
     async def insert_synced_feedback(self, rows: Sequence[dict[str, Any]]) -> int:
         """Feedback rows copied from a remote; one an agent already gave here is kept once. Returns how many."""

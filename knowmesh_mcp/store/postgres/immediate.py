@@ -1,13 +1,13 @@
 """The async face of a blocking psycopg connection, for the write transaction.
 
-Every write of a team's mesh holds the mesh's lock (`postgres.WRITE_LOCK`) until it commits, and
+Every write of a team's mesh holds the mesh's lock (`connection.WRITE_LOCK`) until it commits, and
 every server's writes wait for it. On an async connection each statement gave the event loop
 away, and on a busy server the write waited behind every other request for its turn again: under
 32 clients on three servers a write held the lock 81 ms at the median (ten statements of well
 under a millisecond each), so writes queued for seconds across the mesh. `ImmediateConnection`
 offers the calls the writer makes (`execute`, `cursor`, `copy`, `transaction`) as coroutines that
 run the blocking call at once and never yield: a write, once it holds the lock, runs to its
-commit. Only the wait for the lock itself runs in a thread (`postgres.PostgresStore.write`).
+commit. Only the wait for the lock itself runs in a thread (`store.PostgresStore.write`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class ImmediateCursor:
         return list(self._cursor.fetchall())
 
     async def fetchone(self) -> tuple[Any, ...] | None:
-        return self._cursor.fetchone()  # type: ignore[no-any-return]
+        return self._cursor.fetchone()
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._cursor.executemany(sql, rows)

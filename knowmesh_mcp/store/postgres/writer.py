@@ -1,7 +1,7 @@
 """One write transaction on PostgreSQL: the Writer half of `store.interface`.
 
 Only `PostgresStore.write()` makes one, inside a transaction that holds the mesh's write lock. The
-SQL is in the mixins of `pg_nodes`, `pg_search` and `pg_evidence`; values are always bound
+SQL is in the mixins of `nodes`, `sync`, `search` and `evidence`; values are always bound
 parameters (`%s`), table and column names our constants.
 """
 
@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from knowmesh_mcp.store.pg_evidence import EvidenceWrites
-from knowmesh_mcp.store.pg_nodes import NodeWrites
-from knowmesh_mcp.store.pg_search import SearchWrites
+from knowmesh_mcp.store.postgres.evidence import EvidenceWrites
+from knowmesh_mcp.store.postgres.nodes import NodeWrites
+from knowmesh_mcp.store.postgres.search import SearchWrites
+from knowmesh_mcp.store.postgres.sync import SyncWrites
 
 
-class PostgresWriter(NodeWrites, SearchWrites, EvidenceWrites):
+class PostgresWriter(NodeWrites, SyncWrites, SearchWrites, EvidenceWrites):
+    """The SQL of one write transaction. Only `PostgresStore.write()` makes one."""
+
     def __init__(self, connection: Any):
         self.connection = connection
 
@@ -30,3 +33,8 @@ class PostgresWriter(NodeWrites, SearchWrites, EvidenceWrites):
             async with cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     await copy.write_row(row)
+
+    async def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            async with self.connection.cursor() as cursor:
+                await cursor.executemany(sql, rows)

@@ -1,9 +1,9 @@
 """The search index on PostgreSQL: signature hashes, the term channels (weighted tsvectors, trigram sets), candidate texts and document frequencies.
 
-`SearchReads` is mixed into `postgres.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
-transaction), `SearchWrites` into `postgres_writer.PostgresWriter` (one write transaction:
+`SearchReads` is mixed into `store.PostgresStore` (reads: `self._fetchall(sql, params)`, outside any
+transaction), `SearchWrites` into `writer.PostgresWriter` (one write transaction:
 `self._all(sql, params)` and `self.connection`, a psycopg AsyncConnection). Same signatures and
-results as `sqlite.Store` / `sqlite.Writer` (see `interface`); values are bound `%s` parameters.
+results as `SqliteStore` / `SqliteWriter` (see `interface`); values are bound `%s` parameters.
 
 How FTS5 maps onto PostgreSQL here:
 
@@ -24,7 +24,7 @@ How FTS5 maps onto PostgreSQL here:
   ever a literal value; ranked by the idf of the grams matched. (pg_trgm indexes word trigrams,
   which are not FTS5's: see migration 0004.)
 - **Document frequencies** live in `term_counts` (as in SQLite), kept by `write_search_rows` in
-  the indexing transaction from the keys `shared.counted_keys` gives (what fts5vocab counts in
+  the indexing transaction from the keys `common.counted_keys` gives (what fts5vocab counts in
   SQLite). They are read from the table on every call (primary-key probes), never cached in the
   process: several servers share the database, and a count cached by one would miss another's writes.
 - **Candidate texts** are cached per node version (bounded LRU, as in SQLite): a node's indexed
@@ -37,21 +37,17 @@ import json
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowmesh_mcp.core.rows import CandidateText, Frequencies, SearchRow, TermQuery
-from knowmesh_mcp.store.shared import (
+from knowmesh_mcp.store.common import (
+    CANDIDATE_COLUMNS,
     CandidateTexts,
     DuplicateLookup,
     counted_keys,
     fold_channel_rows,
     row_keys,
     term_count_delta,
-)
-
-CANDIDATE_COLUMNS = (
-    "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
-    "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes"
 )
 
 # ts_rank's weights, in its {D, C, B, A} order: article (C) 0.1, signature (B) 0.5, title (A) 1.0.
@@ -287,10 +283,10 @@ class SearchReads:
             list(asked.values()),
         )
         counted = {(kind, term): int(doc) for kind, term, doc in rows}
-        return Frequencies(
-            *({term: n for term in chosen if (n := counted.get((kind, term), 0))} for kind, chosen in asked.items()),
-            nodes=counted[("nodes", "")],
+        held_terms, held_grams, held_heads = (
+            {term: n for term in chosen if (n := counted.get((kind, term), 0))} for kind, chosen in asked.items()
         )
+        return Frequencies(held_terms, held_grams, held_heads, nodes=counted[("nodes", "")])
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, as
@@ -304,35 +300,10 @@ class SearchWrites(DuplicateLookup):
 
     _all: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # PostgresWriter's
     _copy: Callable[[str, str, Iterable[Sequence[Any]]], Awaitable[None]]  # PostgresWriter's
-    set_meta: Callable[[str, str], Awaitable[None]]  # EvidenceWrites'
 
-    async def _defer_search_indexes(self, below: int) -> None:
-        """Drop the DEFERRED_INDEXES when the mesh holds fewer than `below` nodes, keeping each
-        definition (as PostgreSQL gives it) in `meta` in this same transaction."""
-        if (await self._all("SELECT count(*) FROM nodes"))[0][0] >= below:
-            return
-        for name, definition in (await self._search_index_definitions()).items():
-            await self.set_meta(DEFERRED_KEY + name, definition)
-            await self._all(f'DROP INDEX "{name}"')  # one of DEFERRED_INDEXES, never input
+    if TYPE_CHECKING:  # evidence.EvidenceWrites'
 
-    async def _restore_search_indexes(self) -> None:
-        """Build every index `_defer_search_indexes` dropped and no one has built since."""
-        present = await self._search_index_definitions()
-        for key, definition in await self._all(
-            "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)
-        ):
-            name = key.removeprefix(DEFERRED_KEY)
-            if name in DEFERRED_INDEXES and name not in present:  # the definition PostgreSQL wrote, ours
-                await self._all(definition)
-
-    async def _search_index_definitions(self) -> dict[str, str]:
-        """{name: definition} of the DEFERRED_INDEXES the database holds now."""
-        return dict(
-            await self._all(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
-                (list(DEFERRED_INDEXES),),
-            )
-        )  # type: ignore[arg-type]
+        async def set_meta(self, key: str, value: str) -> None: ...
 
     async def duplicates_of(self, keys: Iterable[tuple[str, Sequence[str]]]) -> dict[tuple[str, tuple[str, ...]], str]:
         wanted = list(dict.fromkeys((digest, tuple(values)) for digest, values in keys))
@@ -358,7 +329,7 @@ class SearchWrites(DuplicateLookup):
     async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None:
         """(Re)write the index rows of existing nodes; `fresh` nodes have none to remove first.
 
-        `term_counts` moves with them: the old row's keys (`shared.counted_keys`) are counted down,
+        `term_counts` moves with them: the old row's keys (`common.counted_keys`) are counted down,
         the new row's up, in this transaction.
         """
         if not rows:
@@ -443,3 +414,31 @@ class SearchWrites(DuplicateLookup):
                    WHERE c.kind = d.kind AND c.term = d.term AND c.doc = 0""",
                 [kinds, terms],
             )
+
+    async def _defer_search_indexes(self, below: int) -> None:
+        """Drop the DEFERRED_INDEXES when the mesh holds fewer than `below` nodes, keeping each
+        definition (as PostgreSQL gives it) in `meta` in this same transaction."""
+        if (await self._all("SELECT count(*) FROM nodes"))[0][0] >= below:
+            return
+        for name, definition in (await self._search_index_definitions()).items():
+            await self.set_meta(DEFERRED_KEY + name, definition)
+            await self._all(f'DROP INDEX "{name}"')  # one of DEFERRED_INDEXES, never input
+
+    async def _restore_search_indexes(self) -> None:
+        """Build every index `_defer_search_indexes` dropped and no one has built since."""
+        present = await self._search_index_definitions()
+        for key, definition in await self._all(
+            "DELETE FROM meta WHERE key LIKE %s RETURNING key, value", (DEFERRED_KEY + "%",)
+        ):
+            name = key.removeprefix(DEFERRED_KEY)
+            if name in DEFERRED_INDEXES and name not in present:  # the definition PostgreSQL wrote, ours
+                await self._all(definition)
+
+    async def _search_index_definitions(self) -> dict[str, str]:
+        """{name: definition} of the DEFERRED_INDEXES the database holds now."""
+        return dict(
+            await self._all(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = ANY(%s)",
+                (list(DEFERRED_INDEXES),),
+            )
+        )

@@ -1,16 +1,178 @@
-"""The Python both backends run around their own SQL: search's channel rows folded into the
-interface's shape, one duplicate lookup, the candidate texts kept across queries, the
-document-frequency keys of an index row, and the conditions of a node list."""
+"""What both backends share, in one place: where the SQL lives (`store_dir`), the clock, the
+migration files, the column lists and row builders of the tables both read alike, the SQL of a
+whole-mesh copy, and the Python both run around their own SQL (search's channel rows folded into
+the interface's shape, one duplicate lookup, the candidate texts kept across queries, the
+document-frequency keys of an index row, and the conditions of a node list).
+
+Neither backend imports the other: each imports this module, `tables` and `interface`.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from knowmesh_mcp.core.rows import CandidateText, SearchRow
+from knowmesh_mcp.core.rows import CandidateText, NodeRow, RevisionRow, SearchRow
+from knowmesh_mcp.store.tables import CopiedTable
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
+
+
+def store_dir() -> Path:
+    """The `store/` folder of SQL and data: inside the wheel as `knowmesh_mcp/_store`, beside the
+    package in a checkout."""
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_store"
+    return packaged if packaged.is_dir() else package.parent / "store"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def read_migrations(folder: Path) -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every NNNN_name.sql file in `folder`, in order."""
+    found = []
+    for path in sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql")):
+        number, _, name = path.stem.partition("_")
+        found.append((int(number), name, path.read_text(encoding="utf-8")))
+    return found
+
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)"""
+
+
+NODE_COLUMNS = """n.pk, n.id, n.ecosystem, n.status, n.title, n.current_version, n.current_revision,
+    n.has_answer, n.created_at, n.updated_at, v.document, v.solution_revisions"""
+
+
+def node_row(row: Sequence[Any]) -> NodeRow:
+    return NodeRow(
+        pk=row[0],
+        id=row[1],
+        ecosystem=row[2],
+        status=row[3],
+        title=row[4],
+        version=row[5],
+        revision=row[6],
+        has_answer=bool(row[7]),
+        created_at=row[8],
+        updated_at=row[9],
+        document=json.loads(row[10]),
+        solution_revisions=json.loads(row[11]),
+        document_size=len(row[10]),
+    )
+
+
+STATS_COLUMNS = """solution_id, solution_revision, cluster, solved, failed, sample_size, success_score,
+    failure_state, answer_state, solved_agents, failed_agents, last_verified"""
+
+
+CANDIDATE_COLUMNS = (
+    "i.node_pk, n.id, n.ecosystem, i.title_terms, s.signature, s.article, i.templates, "
+    "i.template_terms, i.slug_terms, i.value_terms, i.value_shapes"
+)
+
+
+# Feedback as it travels between meshes: everything but the local id and the address hash.
+FEEDBACK_COLUMNS = (
+    "node_id",
+    "node_version",
+    "solution_id",
+    "solution_revision",
+    "outcome",
+    "cluster",
+    "environment",
+    "agent_id",
+    "model",
+    "reason",
+    "note",
+    "evidence_hash",
+    "exit_code",
+    "created_at",
+    "proof",
+)
+
+
+REVISION_COLUMNS = """revision_id, node_id, revision, parent_revision, kind, version, agent_id, model, summary,
+    changes, reverts_revision_id, created_at, agent_proof"""
+
+
+def revision_row(row: Sequence[Any]) -> RevisionRow:
+    return RevisionRow(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        json.loads(row[9]),
+        row[10],
+        row[11],
+        row[12],
+    )
+
+
+# (revision, document, solution revisions) rows of a node's revisions after a number, oldest first;
+# `{mark}` is the backend's placeholder (`.format(mark=...)`).
+REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVISION_COLUMNS.split(","))},
+        v.document, v.solution_revisions
+    FROM article_revisions r JOIN node_versions v ON v.version = r.version
+    WHERE r.node_id = {{mark}} AND r.revision > {{mark}} ORDER BY r.revision"""
+
+
+def revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
+    return revision_row(row[:13]), json.loads(row[13]), json.loads(row[14])
+
+
+# -- copying a whole mesh (`services.copying`): whole rows of the allow-listed `tables.COPIED_TABLES` -------
+# Table and column names come from that constant only; values are bound parameters.
+
+
+def copy_select(
+    table: CopiedTable, after: Sequence[Any] | None, until: Sequence[Any] | None, keys: str, mark: str
+) -> tuple[str, list[Any]]:
+    """SELECT of `table`'s rows with (`keys`) > `after` and <= `until`, in key order; LIMIT is the last parameter."""
+    marks = ", ".join([mark] * len(table.key))
+    where, params = [], []
+    if after is not None:
+        where.append(f"({keys}) > ({marks})")
+        params += list(after)
+    if until is not None:
+        where.append(f"({keys}) <= ({marks})")
+        params += list(until)
+    sql = (
+        f"SELECT {', '.join(table.columns)} FROM {table.name}"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY {keys} LIMIT {mark}"
+    )
+    return sql, params
+
+
+def copy_update(table: CopiedTable, rows: Sequence[Sequence[Any]], mark: str) -> tuple[str, list[list[Any]]]:
+    """UPDATE of `table`'s mutable columns by key, and the parameters of each whole row."""
+    if not table.mutable:
+        raise ValueError(f"{table.name} rows never change")
+    position = {column: index for index, column in enumerate(table.columns)}
+    sql = (
+        f"UPDATE {table.name} SET {', '.join(f'{c} = {mark}' for c in table.mutable)} "
+        f"WHERE {' AND '.join(f'{k} = {mark}' for k in table.key)}"
+    )
+    return sql, [[row[position[c]] for c in (*table.mutable, *table.key)] for row in rows]
+
+
+# -- the Python both backends run around their own SQL -----------------------------------------
 
 
 def listing_conditions(
