@@ -40,7 +40,7 @@ from search_bench import LIMIT, corpus_and_queries, percentile, result_ids  # no
 
 from knowmesh_mcp.search import query as search_module  # noqa: E402
 from knowmesh_mcp.services.service import Service  # noqa: E402
-from knowmesh_mcp.store import pg_search  # noqa: E402
+from knowmesh_mcp.store.postgres import search as pg_search  # noqa: E402
 
 MODULES = {"": search_module, "pg_search": pg_search}
 

@@ -90,7 +90,10 @@ TARGETS = {
     "no_answer scored < 0.5": ("no_answer", "rejected", 0.90),
     "top >= 0.5 is right": ("all", "precision@likely", 0.95),
 }
-CODE_FILES = ("search.py", "analysis.py", "tool_output.py", "normalize.py", "store/sqlite.py")  # what the index is built by
+CODE_FILES = (
+    "search/query.py", "search/analysis.py", "search/tool_output.py", "core/normalize.py",
+    "store/sqlite/search.py", "store/common.py",
+)  # what the index is built by
 
 
 def split_of(query: dict[str, Any]) -> str:

@@ -361,12 +361,11 @@ def pg_database(postgres_server: str) -> Iterator[str]:
 
 @pytest.fixture
 async def both_stores(tmp_path, pg_database: str) -> AsyncIterator[dict[str, Any]]:
-    """The same empty mesh on both backends: {"sqlite": Store, "postgres": PostgresStore}. A backend
+    """The same empty mesh on both backends: {"sqlite": SqliteStore, "postgres": PostgresStore}. A backend
     test does the same thing to each and asserts they answer alike."""
-    from knowmesh_mcp.store import Store
-    from knowmesh_mcp.store.postgres import PostgresStore
+    from knowmesh_mcp.store import PostgresStore, SqliteStore
 
-    sqlite_store = await Store.open(tmp_path / "backend.db")
+    sqlite_store = await SqliteStore.open(tmp_path / "backend.db")
     postgres_store = await PostgresStore.open(pg_database)
     try:
         yield {"sqlite": sqlite_store, "postgres": postgres_store}

@@ -36,14 +36,6 @@ OVERSIZED = {
     "cli/main.py",
     "cli/main.py:build_parser",
     "core/environment.py",
-    "services/outcomes.py",
-    "services/outcomes.py:report_outcome",
-    "services/reading.py:article_view",
-    "services/service.py",
-    "services/syncing.py",
-    "store/interface.py",
-    "store/pg_nodes.py",
-    "store/sqlite.py",
     "wire/results.py",
 }
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from knowmesh_mcp.cli import main as cli
-from knowmesh_mcp.store import sqlite as store_module
+from knowmesh_mcp.store.sqlite import connection as store_module
 from knowmesh_mcp.core.errors import DatabaseUnusable, KnowmeshError
-from knowmesh_mcp.store import Store
+from knowmesh_mcp.store import SqliteStore
 
 TIMEOUT = 5  # seconds: a refused database must not take longer than this, for any command
 
@@ -209,7 +209,7 @@ def test_serve_http_still_starts_and_seeds_a_new_database(tmp_path):
         server.communicate(timeout=30)
 
 
-# -- Store.open directly ------------------------------------------------------------------
+# -- SqliteStore.open directly ------------------------------------------------------------------
 
 def new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
     """Threads started since `before` that are still running, after giving stopped ones a moment to end."""
@@ -229,7 +229,7 @@ async def test_store_open_on_a_bad_file_raises_and_leaves_no_thread(tmp_path, ki
     before_bytes = path.read_bytes()
     before = set(threading.enumerate())
     with pytest.raises(DatabaseUnusable) as raised:
-        await Store.open(path)
+        await SqliteStore.open(path)
     assert str(path) in raised.value.message and expected in raised.value.message
     assert raised.value.status == 400 and raised.value.code == "database_unusable"
     assert new_threads(before) == []
@@ -240,7 +240,7 @@ async def test_store_open_on_a_bad_file_raises_and_leaves_no_thread(tmp_path, ki
 async def test_store_open_does_not_create_folders(tmp_path):
     before = set(threading.enumerate())
     with pytest.raises(DatabaseUnusable, match="does not exist"):
-        await Store.open(tmp_path / "missing" / "k.db")
+        await SqliteStore.open(tmp_path / "missing" / "k.db")
     assert not (tmp_path / "missing").exists()
     assert new_threads(before) == []
 
@@ -250,11 +250,11 @@ async def test_store_open_reads_a_file_it_may_not_write_and_names_a_write(tmp_pa
     """A file this process may not write opens for reading (tests/test_storage_faults.py does it with
     real read-only mounts); a write is 403 read_only_database, never a 500."""
     path = tmp_path / "k.db"
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     await store.close()
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: real_access(p, mode) and not (str(p) == str(path) and mode & os.W_OK))
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     try:
         assert await store.count_nodes() == 0
         with pytest.raises(KnowmeshError) as refused:
@@ -289,7 +289,7 @@ async def test_store_open_never_leaks_a_connection_on_any_failure(tmp_path, monk
     before = set(threading.enumerate())
     expected = DatabaseUnusable if failure == "sqlite-in-migrate" else RuntimeError
     with pytest.raises(expected):
-        await Store.open(tmp_path / "k.db")
+        await SqliteStore.open(tmp_path / "k.db")
     assert new_threads(before) == []
 
 

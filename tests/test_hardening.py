@@ -376,7 +376,7 @@ async def test_a_write_waiting_on_another_process_is_a_503_and_nothing_is_writte
     from mcp import Client
 
     from knowmesh_mcp.mcp.server import build_mcp_server
-    from knowmesh_mcp.store import sqlite as sqlite_store
+    from knowmesh_mcp.store.sqlite import connection as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 200)  # not 10 s of waiting in a test
     path = tmp_path / "busy.db"

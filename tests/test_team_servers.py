@@ -208,7 +208,7 @@ async def test_a_write_lock_held_elsewhere_is_503_database_busy_and_reads_go_on(
     server's reads still answer (waiting writes used to hold its whole pool, without end)."""
     import psycopg
 
-    from knowmesh_mcp.store.postgres import LOCK_TIMEOUT_SECONDS, WRITE_LOCK
+    from knowmesh_mcp.store.postgres.connection import LOCK_TIMEOUT_SECONDS, WRITE_LOCK
 
     async with serving(build_app(db_path=pg_database, seed=True, write_limit=0, with_mcp=False)) as base:
         async with httpx2.AsyncClient(base_url=base, timeout=60) as client:
@@ -254,7 +254,8 @@ async def test_a_write_cancelled_while_it_waits_for_the_lock_never_blocks_the_ev
     timeout), and the writer connection serves the next write."""
     import psycopg
 
-    from knowmesh_mcp.store.postgres import PostgresStore, WRITE_LOCK
+    from knowmesh_mcp.store import PostgresStore
+    from knowmesh_mcp.store.postgres.connection import WRITE_LOCK
 
     store = await PostgresStore.open(pg_database)
     try:
