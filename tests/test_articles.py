@@ -475,6 +475,7 @@ def by_solution_id(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.filter_too_much])
 @given(EDITS)
 def test_revert_of_apply_is_identity(ops: list[dict[str, Any]]) -> None:
@@ -533,6 +534,7 @@ ops_like = st.dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(st.one_of(json_values, st.lists(st.one_of(ops_like, json_values), max_size=6)))
 def test_fuzz_only_domain_errors(ops: Any) -> None:

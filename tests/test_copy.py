@@ -253,6 +253,7 @@ async def test_the_copy_goes_on_where_the_source_went_on(source, tmp_path, make_
         assert (await service.search("Frobnicator"))["results"][0]["id"] == OPEN
 
 
+@pytest.mark.slow
 async def test_a_big_copy_indexes_in_a_process_pool_exactly_as_a_small_one(source, tmp_path, make_doc, monkeypatch):
     """Past PARALLEL_FROM nodes a copy's index rows come from worker processes, a page at a time,
     while the copy writes the pages already indexed: the index is the one indexing in-process writes."""
@@ -341,6 +342,7 @@ async def test_progress_is_shown_on_a_terminal_only(source, tmp_path):
     assert progress_bar(io.StringIO()) is None  # piped: no bar, nothing extra
 
 
+@pytest.mark.slow
 async def test_a_big_copy_into_sqlite_merges_each_search_table_into_one_segment(tmp_path, make_doc):
     """A copy writes its target's index in one transaction, and FTS5 flushes a segment each megabyte:
     800 nodes of 300 words each left 7, 10 and 10 segments before the copy ran inside `bulk_import`."""

@@ -183,6 +183,7 @@ async def test_stale_base_gets_current_revision_and_changes_since(node: Service)
     assert error.details["changes_since_base"][0]["changes"][0]["new"] == "First edit"
 
 
+@pytest.mark.slow
 async def test_twenty_concurrent_patches_on_one_base(node: Service):
     async def attempt(index: int):
         try:
@@ -272,6 +273,7 @@ async def test_history_diff_between_two_revisions(node: Service):
     await expect_error(node.article_history(NODE, from_revision=9), 400, "revision_not_found")
 
 
+@pytest.mark.slow
 async def test_a_thousand_revisions_read_back_in_order(node: Service):
     for revision in range(1, 1000):
         await patch(node, revision, {"op": "set", "path": "/content/context", "value": f"context {revision}"})

@@ -61,6 +61,7 @@ def test_the_lifecycle_of_one_answer_in_one_cluster():
     assert replay(history).failure_state == "reported_failed"
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(reports, st.randoms())
 def test_replay_does_not_depend_on_the_order_of_simultaneous_reports(history, rng):
@@ -69,6 +70,7 @@ def test_replay_does_not_depend_on_the_order_of_simultaneous_reports(history, rn
     assert replay(shuffled) == replay(history)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(reports, st.data())
 def test_duplicate_reports_never_change_the_state(history, data):
@@ -78,6 +80,7 @@ def test_duplicate_reports_never_change_the_state(history, data):
     assert replay([*history, repeated]) == replay(history)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.builds(Report, outcome=st.sampled_from(["solved", "failed", "dangerous", "env_mismatch"]),
                           agent_id=st.none(), created_at=st.sampled_from([at(1), at(2), at(3)])), max_size=20))

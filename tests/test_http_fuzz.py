@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from knowmesh_mcp.api.app import build_app
 
-pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres"), pytest.mark.slow]  # fuzzers: 150 generated requests a test
 
 segments = st.text(min_size=0, max_size=20)
 # Percent-encoded so that any text, control characters included, makes a request the client will send.

@@ -267,6 +267,7 @@ async def test_mcp_over_http_takes_the_same_bearer_token(node: Service):
     assert [(f["agent_id"], f["proof"]) for f in (await node.list_feedback(NODE))["feedback"]] == [("alice", "token")]
 
 
+@pytest.mark.slow
 async def test_mcp_sessions_cost_nothing_so_no_one_can_use_them_up(node: Service):
     """Reads over /mcp need no token, so anyone may send `initialize`. A stateful /mcp kept a session
     for each (10,000 in 27 s, +400 MB), then answered every client, token holders too, 503 "Too

@@ -201,6 +201,7 @@ def assert_frontmatter_is_data(front: list[str]) -> None:
 # -- the article -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(views)
 def test_article_structure_is_the_templates_whatever_the_text(view):
@@ -233,6 +234,7 @@ def paragraphs_of(text: str) -> list[str]:
     return ["\n".join(group) for group in groups if group]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(hostile)
 def test_prose_reads_back_character_for_character(text):
@@ -253,6 +255,7 @@ def test_prose_reads_back_character_for_character(text):
         assert tokens[0].tag == f"h{level}" and shown(tokens[1]) == " ".join(stripped_lines(text))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(hostile)
 def test_code_spans_and_fences_hold_any_backtick_run(text):
@@ -382,6 +385,7 @@ ISSUE_TEXT = {"title": hostile, "body": hostile, "endpoint": hostile, "request":
               "actual": hostile, "environment": hostile}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.fixed_dictionaries({**ISSUE_TEXT, "labels": hostile_list}))
 def test_issue_structure_is_the_templates_whatever_the_text(fields):

@@ -151,6 +151,7 @@ def running_server(tmp_path):
         assert b"Traceback" not in stderr, stderr.decode()[-4000:]
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_nothing_against_a_running_server(running_server, tmp_path):
     schemathesis = shutil.which("schemathesis") or pytest.fail("schemathesis is a test dependency: pip install -e '.[test]'")
     result = subprocess.run(

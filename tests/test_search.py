@@ -238,6 +238,7 @@ async def test_hostile_query_that_names_real_terms_still_finds(corpus: Service):
     assert ids(await corpus.search('"EADDRINUSE" AND (address already in use) OR NOT title:*'))[0] == "node/eaddrinuse"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(q=st.text(min_size=1, max_size=300))
 async def test_any_string_is_a_valid_query(corpus: Service, q):
@@ -251,6 +252,7 @@ async def test_any_string_is_a_valid_query(corpus: Service, q):
     assert envelope["results"] or envelope["guidance"]["reason"] == "no_match"
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(q=st.text(max_size=200), limit=st.one_of(st.none(), st.text(max_size=4)))
 async def test_search_route_is_never_a_500(corpus: Service, q, limit):
@@ -437,6 +439,7 @@ def test_cli_search_reads_a_long_log_from_stdin(tmp_path):
     assert json.loads(done.stdout)["results"][0]["id"] == "python/distutils-removed-312"
 
 
+@pytest.mark.slow
 async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
     """4 searchers and 1 writer through the HTTP app: every answer is a 200 or 201, none a 500."""
     import anyio

@@ -78,6 +78,7 @@ def new_mesh(backend, request, tmp_path) -> str:
     return str(tmp_path / "new.db") if backend == "sqlite" else request.getfixturevalue("pg_database")
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_processes_opening_a_new_mesh_at_once_each_find_its_starter_corpus(new_mesh):
     """Each agent session starts its own stdio server: four processes opening one new mesh at once

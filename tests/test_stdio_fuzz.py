@@ -300,6 +300,7 @@ ITEM = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(items=st.lists(ITEM, min_size=1, max_size=5))
 def test_every_request_with_an_id_gets_exactly_one_response(server, items):
