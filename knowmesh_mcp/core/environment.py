@@ -14,7 +14,7 @@ scope, so two answers that differ only by them overlap. Overlap uses interval ar
 PEP 440 versions rather than `SpecifierSet` probing, so ``python>=3.8,<3.12`` and
 ``python>=3.11`` are known to overlap without guessing sample versions.
 
-This module depends on nothing else in the package.
+Version ranges are `versions.Constraint`; this module depends on nothing else in the package.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any, Literal, NamedTuple
 
-from packaging.specifiers import InvalidSpecifier, Specifier
-from packaging.version import InvalidVersion, Version
+from knowmesh_mcp.core.versions import Constraint
 
 MAX_INPUT_LENGTH = 4096
 MAX_TOKENS = 32
@@ -354,142 +353,18 @@ def env_from_mapping(mapping: Mapping[str, Any] | None) -> Environment:
     return _build(_split(value for value in values if isinstance(value, str)))
 
 
-# --- version intervals ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Interval:
-    """A range of versions; a None bound is unbounded."""
-
-    low: Version | None
-    low_closed: bool
-    high: Version | None
-    high_closed: bool
-
-    def is_empty(self) -> bool:
-        if self.low is None or self.high is None or self.low < self.high:
-            return False
-        return not (self.low == self.high and self.low_closed and self.high_closed)
-
-    def intersect(self, other: _Interval) -> _Interval:
-        low, low_closed = self.low, self.low_closed
-        if other.low is not None and (low is None or other.low > low):
-            low, low_closed = other.low, other.low_closed
-        elif other.low is not None and other.low == low:
-            low_closed = low_closed and other.low_closed
-        high, high_closed = self.high, self.high_closed
-        if other.high is not None and (high is None or other.high < high):
-            high, high_closed = other.high, other.high_closed
-        elif other.high is not None and other.high == high:
-            high_closed = high_closed and other.high_closed
-        return _Interval(low, low_closed, high, high_closed)
-
-
-_EVERY_VERSION = (_Interval(None, False, None, False),)
-
-
-def _after_prefix(version: Version, length: int) -> Version:
-    """The first version past every ``X.Y.*`` for the first `length` release parts: 3.12 -> 3.13."""
-    prefix = version.release[:length]
-    text = ".".join(map(str, (*prefix[:-1], prefix[-1] + 1)))
-    return Version(f"{version.epoch}!{text}" if version.epoch else text)
-
-
-def _prefix_range(version: Version) -> _Interval:
-    return _Interval(version, True, _after_prefix(version, len(version.release)), False)
-
-
-def _specifier_intervals(spec: Specifier) -> tuple[_Interval, ...]:
-    """Translate one PEP 440 specifier into disjoint intervals (pre-release subtleties ignored)."""
-    operator, text = spec.operator, spec.version
-    if text.endswith(".*"):
-        prefix = _prefix_range(Version(text[:-2]))
-        if operator == "==":
-            return (prefix,)
-        return (_Interval(None, False, prefix.low, False), _Interval(prefix.high, True, None, False))
-    version = Version(text)
-    if operator == ">=":
-        return (_Interval(version, True, None, False),)
-    if operator == ">":
-        return (_Interval(version, False, None, False),)
-    if operator == "<=":
-        return (_Interval(None, False, version, True),)
-    if operator == "<":
-        return (_Interval(None, False, version, False),)
-    if operator == "!=":
-        return (_Interval(None, False, version, False), _Interval(version, False, None, False))
-    if operator == "~=":  # ~=3.10 -> >=3.10,<4 ; ~=3.10.2 -> >=3.10.2,<3.11
-        return (_Interval(version, True, _after_prefix(version, len(version.release) - 1), False),)
-    return (_Interval(version, True, version, True),)  # == and ===
-
-
-def _intersect_all(a: Iterable[_Interval], b: Iterable[_Interval]) -> tuple[_Interval, ...]:
-    b = tuple(b)
-    pieces = (x.intersect(y) for x in a for y in b)
-    return tuple(piece for piece in pieces if not piece.is_empty())
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A version range for one runtime, kept as its specifier text (e.g. ``>=3.8,<3.12``).
-
-    Build it with `Constraint.parse`, which validates; the text keeps the author's order so
-    error bodies read as written.
-    """
-
-    text: str
-
-    @classmethod
-    def parse(cls, text: str) -> Constraint | None:
-        """A valid constraint, or None when any part is not a PEP 440 specifier with a version."""
-        parts = [part for part in re.sub(r"\s+", "", text).split(",") if part]
-        if not parts:
-            return None
-        try:
-            specifiers = [Specifier(part) for part in parts]
-            for spec in specifiers:
-                _specifier_intervals(spec)  # rejects "===foo" and other non-versions
-        except (InvalidSpecifier, InvalidVersion, IndexError):
-            return None
-        return cls(",".join(str(spec) for spec in specifiers))
-
-    @cached_property
-    def intervals(self) -> tuple[_Interval, ...]:
-        result = _EVERY_VERSION
-        for part in self.text.split(","):
-            result = _intersect_all(result, _specifier_intervals(Specifier(part)))
-        return result
-
-    def __and__(self, other: Constraint) -> Constraint:
-        return Constraint(f"{self.text},{other.text}")
-
-    def intersects(self, other: Constraint) -> bool:
-        return bool(_intersect_all(self.intervals, other.intervals))
-
-    def allows(self, version: str | None) -> bool | None:
-        """Whether a machine's version can satisfy this; None when the version is unknown.
-
-        A version with fewer than three release parts is imprecise, so it stands for its
-        prefix: ``3.12`` allows ``>=3.12.4`` (some 3.12 does). Three or more parts are exact.
-        """
-        if version is None:
-            return None
-        try:
-            parsed = Version(version)
-        except InvalidVersion:
-            return None
-        if len(parsed.release) < 3:
-            machine = _prefix_range(parsed)
-        else:
-            machine = _Interval(parsed, True, parsed, True)
-        return bool(_intersect_all(self.intervals, (machine,)))
-
-
 _CONSTRAINT_TAG = re.compile(r"^(?P<name>[a-z.][a-z0-9.+#_-]*?)\s*(?P<spec>(?:===|==|!=|~=|>=|<=|<|>).*)$")
 
 
+class RuntimeConstraint(NamedTuple):
+    """A runtime constraint tag as read: the runtime's canonical name and its version range."""
+
+    name: str
+    constraint: Constraint
+
+
 @lru_cache(maxsize=4096)  # tags repeat across a corpus; Constraint is immutable
-def parse_constraint(tag: str) -> tuple[str, Constraint] | None:
+def parse_constraint(tag: str) -> RuntimeConstraint | None:
     """Read a runtime constraint tag: ``python>=3.8``, ``node>=18,<21`` or ``python-3.12``.
 
     A versioned runtime tag means its prefix (``python-3.12`` is ``==3.12.*``). Returns
@@ -508,11 +383,11 @@ def parse_constraint(tag: str) -> tuple[str, Constraint] | None:
         if name in _OS_NAMES or (name in PKG_MANAGERS and name not in RUNTIMES):
             return None  # "pip>=23" describes tooling, which never splits a scope
         constraint = Constraint.parse(match.group("spec"))
-        return (name, constraint) if constraint else None
+        return RuntimeConstraint(name, constraint) if constraint else None
     token = _classify(_clean(cleaned))
     if token.kind == "runtime" and token.version:
         constraint = Constraint.parse(f"=={token.version}.*")
-        return (token.name, constraint) if constraint else None
+        return RuntimeConstraint(token.name, constraint) if constraint else None
     return None
 
 
@@ -578,7 +453,15 @@ def scope_matches(scope: Scope, env: Environment) -> bool:
     return all(c.allows(env.runtimes.get(name)) is not False for name, c in scope.runtimes.items())
 
 
-def match_rank(scope: Scope, env: Environment) -> tuple[int, int, int]:
+class MatchRank(NamedTuple):
+    """How well an answer's scope fits an env, compared as a tuple: higher is better."""
+
+    matches: int  # 1: the scope covers the env
+    names_env_os: int  # 1: it names the env's OS (not every OS)
+    satisfied_runtimes: int  # its runtime constraints a known env version satisfies
+
+
+def match_rank(scope: Scope, env: Environment) -> MatchRank:
     """Sort key for choosing one answer per env: higher is better; compare with `max`.
 
     ``(matches, names_env_os, satisfied_runtimes)``: a matching scope beats any other; among
@@ -587,10 +470,10 @@ def match_rank(scope: Scope, env: Environment) -> tuple[int, int, int]:
     document order (`max` returns the first).
     """
     if not scope_matches(scope, env):
-        return (0, 0, 0)
+        return MatchRank(0, 0, 0)
     names_os = int(env.os is not None and env.os in scope.os_families)
     satisfied = sum(1 for name, c in scope.runtimes.items() if c.allows(env.runtimes.get(name)) is True)
-    return (1, names_os, satisfied)
+    return MatchRank(1, names_os, satisfied)
 
 
 def describe_scope(scope: Scope) -> dict[str, Any]:

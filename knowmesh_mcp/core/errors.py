@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import ErrorDetails
+
 
 class KnowmeshError(Exception):
     """A domain error with the spec's status and code.
@@ -121,7 +123,7 @@ _TYPE_WORDS = {
 }
 
 
-def plain_words(item: dict[str, Any]) -> str:
+def plain_words(item: ErrorDetails) -> str:
     """One pydantic error (an item of `ValidationError.errors()`) as plain words after its field:
     "must have at most 20 items (it has 21)", not "List should have at most 20 items after
     validation, not 21". An unknown type keeps pydantic's message, lowercased."""

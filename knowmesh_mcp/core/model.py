@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -18,16 +18,17 @@ from knowmesh_mcp.core.errors import plain_words
 from knowmesh_mcp.core.limits import MAX_ANSWERS, MAX_DOCUMENT_CHARS, MAX_ITEMS, json_problem
 from knowmesh_mcp.core.normalize import canonical_ecosystem, normalize_signature
 
-LICENSE = "CC0-1.0"
+LICENSE: Final = "CC0-1.0"
 STATUSES = ("draft", "verified", "deprecated")
 SEGMENT = r"[a-z0-9][a-z0-9._-]*"
 SEGMENT_RE = re.compile(rf"^{SEGMENT}$")
 NODE_ID_RE = re.compile(rf"^({SEGMENT})/({SEGMENT})$")
 ECOSYSTEM_RE = re.compile(r"^[a-z0-9][a-z0-9.#+_-]*$")
 MAX_ID_LENGTH = 200
+MAX_SHORT_TEXT = 500  # a title's bound
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SHORT_TEXT)]
 Slug = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT}$", max_length=100)]
 
 
