@@ -16,7 +16,7 @@ Results are the models of `results`. Depends on pydantic, `limits`, `errors`, `i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -36,12 +36,10 @@ from knowmesh_mcp.core.limits import (
     MAX_TEXT,
     MIN_BUDGET,
 )
-from knowmesh_mcp.core.model import NodeDocument, ShortText
+from knowmesh_mcp.core.model import MAX_SHORT_TEXT, NodeDocument
 
-DEFAULT_TOOL_REVIEW_LIMIT = 20
-SHORT_TEXT = next(
-    m.max_length for m in ShortText.__metadata__ if getattr(m, "max_length", None)
-)  # a title's bound  # review_queue's page: items, before max_bytes cuts
+DEFAULT_TOOL_REVIEW_LIMIT = 20  # review_queue's page: items, before max_bytes cuts
+SHORT_TEXT = MAX_SHORT_TEXT  # a title's bound
 
 # -- field types: one definition each, used by every model that has the field ------------------
 
@@ -464,8 +462,16 @@ SERVICE_CHECKED = {"missing"}
 UNION_TAGS = {"str", "int", "EnvObject", "Agent", "Evidence"}  # the branch of a union in an error's loc, not a field
 
 
-def problem(error: ValidationError) -> tuple[str, str, str] | None:
-    """(field, message, pydantic type) of the first error the edge answers, or None."""
+class EdgeProblem(NamedTuple):
+    """The first error of a parse that the edge answers."""
+
+    field: str  # dotted, or "body"
+    message: str  # the field, then plain words
+    rule: str  # pydantic's error type
+
+
+def problem(error: ValidationError) -> EdgeProblem | None:
+    """The first error the edge answers, or None."""
     for item in error.errors(include_url=False):
         if item["type"] in SERVICE_CHECKED:
             continue
@@ -473,7 +479,7 @@ def problem(error: ValidationError) -> tuple[str, str, str] | None:
             str(part) for part in item["loc"] if str(part) not in UNION_TAGS and not str(part).startswith("function-")
         ]
         field = ".".join(loc) or "body"
-        return field, f"{field} {plain_words(item)}", item["type"]
+        return EdgeProblem(field, f"{field} {plain_words(item)}", item["type"])
     return None
 
 
@@ -489,8 +495,9 @@ def parse(
         found = problem(error)
         if found is None:
             return None
-        field, message, _ = found
-        raise KnowmeshError(400, (codes or {}).get(field.split(".")[0], code), message, field=field) from None
+        raise KnowmeshError(
+            400, (codes or {}).get(found.field.split(".")[0], code), found.message, field=found.field
+        ) from None
 
 
 def query(model: type[BaseModel], params: Mapping[str, str], *, code: str = "invalid_parameter") -> dict[str, Any]:
@@ -503,6 +510,5 @@ def query(model: type[BaseModel], params: Mapping[str, str], *, code: str = "inv
         found = problem(error)
         if found is None:
             raise
-        field, message, _ = found
-        raise KnowmeshError(400, code, message, field=field) from None
+        raise KnowmeshError(400, code, found.message, field=found.field) from None
     return parsed.model_dump(include=set(given))
