@@ -348,8 +348,17 @@ def channel_query(
     if chosen or not present:
         ranked = spent > limit
         weights = tuple(bm25_idf(total, frequencies[t]) for t in chosen) if ranked else ()
-        family = {"per_family": per_family, "pool": FAMILY_POOL * limit} if ranked and per_family else {}
-        return TermQuery(channel, table, chosen, limit, ranked=ranked, weights=weights, **family)
+        capped = ranked and per_family > 0  # else no family cap: TermQuery's 0s
+        return TermQuery(
+            channel,
+            table,
+            chosen,
+            limit,
+            ranked=ranked,
+            weights=weights,
+            per_family=per_family if capped else 0,
+            pool=FAMILY_POOL * limit if capped else 0,
+        )
     rarest = frequencies[present[0]]
     return TermQuery(
         channel, table, present[:FALLBACK_TERMS], limit, every=len(present) > 1, density=rarest / total, matches=rarest

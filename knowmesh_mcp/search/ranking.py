@@ -78,6 +78,32 @@ class FieldShares(NamedTuple):
     article: GroupShares
 
 
+class TermWeight(NamedTuple):
+    """How one query term counts: its idf, the groups it is in (indexes into `_Query`'s groups) and
+    whether it is asked (a decisive or context term, which `flat` sums)."""
+
+    idf: float
+    groups: tuple[int, ...]
+    asked: bool
+
+
+class HeldTerms(NamedTuple):
+    """What `_Query.fields` finds of the query in one candidate."""
+
+    heads: set[str]  # the query terms its title and signature hold
+    held: set[str]  # the query terms it holds anywhere
+    shares: FieldShares
+    flat: float  # the decisive and context terms' BM25 share over the three fields read as one text
+
+
+class CandidateFeatures(NamedTuple):
+    """`features_of`'s answer: the features, and the query terms the candidate's heads and whole text hold."""
+
+    features: dict[str, float]
+    heads: set[str]
+    held: set[str]
+
+
 @dataclass(frozen=True)
 class QueryTerms:
     """The term keys of a query, by where they come from."""
@@ -165,14 +191,14 @@ class _Query:
         groups = (self.first, decisive, context, words)  # the order of `fields`' shares
         # Each term's idf, groups (indexes into `groups`) and whether it is asked: one pass sums every group.
         self.of_term = {
-            t: (idf[t], tuple(i for i, group in enumerate(groups) if t in group), t in self.asked)
+            t: TermWeight(idf[t], tuple(i for i, group in enumerate(groups) if t in group), t in self.asked)
             for t in self.universe
         }
         self.totals = [sum(idf[t] for t in group) or 1.0 for group in groups]
         self.asked_total = sum(idf[t] for t in self.asked) or 1.0
         self.phrase = " ".join(terms.words)
 
-    def fields(self, counts: dict[str, int]) -> tuple[set[str], set[str], FieldShares, float]:
+    def fields(self, counts: dict[str, int]) -> HeldTerms:
         """One pass over the query terms a candidate holds (`CandidateText.counts`): those of its
         title and signature, all of them, the BM25 in title, signature and article (in that order)
         of the first line's, the decisive lines', the other lines' and the prose words' terms, each
@@ -183,7 +209,7 @@ class _Query:
         held = counts.keys() & self.universe
         sums = [0.0] * 12
         flat = 0.0
-        heads = set()
+        heads: set[str] = set()
         for term in held:
             packed = counts[term]
             title, signature, article = (
@@ -209,26 +235,30 @@ class _Query:
             if asked:
                 flat += idf * _SATURATION[title + signature + article]
         totals = self.totals
-        title, signature, article = (
-            GroupShares(*(sums[4 * field + group] / totals[group] for group in range(4))) for field in range(3)
+        shares = FieldShares(
+            *(GroupShares(*(sums[4 * field + group] / totals[group] for group in range(4))) for field in range(3))
         )
-        return heads, held, FieldShares(title, signature, article), flat / self.asked_total
+        return HeldTerms(heads, held, shares, flat / self.asked_total)
 
 
 # BM25's tf part (k1 = 1.2) by count; past COUNT_CAP occurrences (of the three fields together) it no longer grows.
 _SATURATION = [min(count, COUNT_CAP) * 2.2 / (min(count, COUNT_CAP) + 1.2) for count in range(3 * COUNT_CAP + 1)]
 
 
-def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], set[str], set[str]]:
+def _weighed(title: float, signature: float, article: float) -> float:
+    """One group's shares in the three fields as one number, weighed as the term channel weighs fields."""
+    return (10 * title + 5 * signature + article) / 16
+
+
+def features_of(candidate: Candidate, query: _Query) -> CandidateFeatures:
     """The features of one candidate (env_fit neutral until `rescore`), and the query terms its heads and
     whole text hold."""
     text = candidate.text
     terms = query.terms
     heads, held, shares, flat = query.fields(text.counts)
-    decisive, context, words = (
-        (10 * shares.title[i] + 5 * shares.signature[i] + shares.article[i]) / 16  # as the term channel weighs fields
-        for i in (1, 2, 3)
-    )
+    decisive = _weighed(shares.title.decisive, shares.signature.decisive, shares.article.decisive)
+    context = _weighed(shares.title.context, shares.signature.context, shares.article.context)
+    words = _weighed(shares.title.words, shares.signature.words, shares.article.words)
     slug, specific, templates, raw_templates = text.derived
     first_line = candidate.matched_lines & {-1, 0}
     everything = query.everything
@@ -239,7 +269,7 @@ def features_of(candidate: Candidate, query: _Query) -> tuple[dict[str, float], 
         similarity, ratio = fuzz.token_set_ratio(query.phrase, text.title), 0.0
     first = query.first
     unnamed = bool(specific) and not specific & everything  # the node is about a value the query does not name
-    return (
+    return CandidateFeatures(
         {
             "signature_first": 1.0 if first_line else 0.0,
             "signature_cause": 1.0 if not first_line and candidate.matched_lines - terms.wrappers else 0.0,

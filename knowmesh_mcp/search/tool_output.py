@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -286,10 +287,10 @@ def _keyword_positions(text: str, lines: list[str]) -> list[int]:
         at = lowered.find(keyword)
         found = 0
         while at != -1 and found < 4 * KEYWORD_LINES:
-            line = bisect.bisect_right(starts, at) - 1
-            hits.add(line)
+            index = bisect.bisect_right(starts, at) - 1
+            hits.add(index)
             found += 1
-            at = lowered.find(keyword, starts[line + 1] if line + 1 < len(starts) else len(lowered))
+            at = lowered.find(keyword, starts[index + 1] if index + 1 < len(starts) else len(lowered))
     ordered = sorted(hits)
     if len(ordered) > KEYWORD_LINES:
         head = KEYWORD_LINES // 3
@@ -305,6 +306,7 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
     is the root (Python prints the raised exception last; Java the deepest cause last).
     """
     raw_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    positions: Sequence[int]
     if len(raw_lines) > FULL_SCAN_LINES:
         positions = _keyword_positions("\n".join(raw_lines), raw_lines)
     else:
