@@ -9,12 +9,12 @@ someone answers them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 from xml.sax.saxutils import escape as xml_escape
 
 from knowmesh_mcp.search.ranking import LIKELY
-from knowmesh_mcp.web.shell import ecosystem_href, node_href, plural
+from knowmesh_mcp.web.shell import PageLink, ecosystem_href, node_href, plural
 
 # URLs one file of the sitemap holds: sitemaps.org allows 50,000, but a file is one request, and at
 # 10,000 the biggest costs a server what a few page views do. Past it /sitemap.xml is an index of files.
@@ -75,11 +75,11 @@ def ecosystem(
     name: str, listed: dict[str, Any], count: dict[str, Any] | None, states: dict[str, str], first_page: bool
 ) -> dict[str, Any]:
     """One page of one ecosystem's nodes, answered and open, with a link to the next."""
-    pages = []
+    pages: list[PageLink] = []
     if not first_page:
-        pages.append((ecosystem_page_href(name), None, "First page"))
+        pages.append(PageLink(ecosystem_page_href(name), None, "First page"))
     if listed["next_cursor"]:
-        pages.append((ecosystem_page_href(name, listed["next_cursor"]), "next", "Next page"))
+        pages.append(PageLink(ecosystem_page_href(name, listed["next_cursor"]), "next", "Next page"))
     return {
         "ecosystem": name,
         "listed": listed,
@@ -126,12 +126,20 @@ def sitemap_files(urls: int) -> int:
     return max(1, -(-urls // SITEMAP_LIMIT))
 
 
-def sitemap_slice(number: int, fixed: int) -> tuple[slice, int, int]:
+class SitemapSlice(NamedTuple):
+    """What one sitemap file holds: a slice of the fixed pages, then `limit` answered nodes from `offset`."""
+
+    pages: slice
+    offset: int
+    limit: int
+
+
+def sitemap_slice(number: int, fixed: int) -> SitemapSlice:
     """File `number` (from 1) of the list "fixed pages, then answered nodes": which fixed pages it
     holds, and the offset and count of its nodes."""
     start, end = (number - 1) * SITEMAP_LIMIT, number * SITEMAP_LIMIT
     first_node = max(0, start - fixed)
-    return slice(start, min(end, fixed)), first_node, max(0, end - fixed) - first_node
+    return SitemapSlice(slice(start, min(end, fixed)), first_node, max(0, end - fixed) - first_node)
 
 
 def sitemap_xml(base: str, fixed: list[str], nodes: list[dict[str, Any]]) -> str:

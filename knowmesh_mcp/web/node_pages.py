@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from knowmesh_mcp.core.evidence_words import AnswerEvidence
-from knowmesh_mcp.web.shell import node_href, plural
+from knowmesh_mcp.web.shell import PageLink, node_href, plural
 
 STATUS_MEANINGS = {
     "draft": "published as submitted; no maintainer has reviewed the text yet (maintainers set the status).",
@@ -233,11 +233,11 @@ def diff_page(view: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
         }
         for change in diff.get("changes") or []
     ]
-    pages = []
+    pages: list[PageLink] = []
     if first > 1:
-        pages.append((diff_href(node_id, first - 1, first), "prev", "Previous change"))
+        pages.append(PageLink(diff_href(node_id, first - 1, first), "prev", "Previous change"))
     if last < current:
-        pages.append((diff_href(node_id, last, last + 1), "next", "Next change"))
+        pages.append(PageLink(diff_href(node_id, last, last + 1), "next", "Next change"))
     return {
         "view": view,
         "first": first,

@@ -369,11 +369,11 @@ async def sitemap(service: Service, request: Request) -> Response:
         *(f"/docs/{name}" for name in DOCS if doc_pages.load_doc(name) is not None),
     ]
     files = browse_pages.sitemap_files(len(fixed) + sum(c["nodes"] - c["open"] for c in counts))
-    number = request.query_params.get("page")
-    if number is None and files > 1:
+    asked = request.query_params.get("page")
+    if asked is None and files > 1:
         xml = browse_pages.sitemap_index_xml(absolute(request, ""), files)
     else:
-        number = 1 if number is None else to_int(number, "page", lowest=1, highest=files, what="a sitemap file number")
+        number = 1 if asked is None else to_int(asked, "page", lowest=1, highest=files, what="a sitemap file number")
         pages, offset, limit = browse_pages.sitemap_slice(number, len(fixed))
         nodes = await service.answered_nodes(offset=offset, limit=limit) if limit else []
         xml = browse_pages.sitemap_xml(absolute(request, ""), fixed[pages], nodes)

@@ -19,7 +19,7 @@ from knowmesh_mcp.services.outcomes import (
     review_page_query,
     review_summary,
 )
-from knowmesh_mcp.web.shell import TEMPLATES
+from knowmesh_mcp.web.shell import TEMPLATES, PageLink
 
 ISSUE_STATES = {
     "open": "Not resolved yet",
@@ -39,13 +39,15 @@ def review(queue: dict[str, Any]) -> dict[str, Any]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for item in listed:
         groups.setdefault(item["reason"], []).append(item)
-    pages = []
+    pages: list[PageLink] = []
     if queue["offset"] > 0:
         pages.append(
-            ("/review" + review_page_query(queue, max(0, queue["offset"] - queue["limit"])), "prev", "Previous page")
+            PageLink(
+                "/review" + review_page_query(queue, max(0, queue["offset"] - queue["limit"])), "prev", "Previous page"
+            )
         )
     if queue["next_offset"] is not None:
-        pages.append(("/review" + review_page_query(queue, queue["next_offset"]), "next", "Next page"))
+        pages.append(PageLink("/review" + review_page_query(queue, queue["next_offset"]), "next", "Next page"))
     return {
         "queue": queue,
         "queue_title": f"Review queue: {queue['reason']}" if queue.get("reason") else "Review queue",

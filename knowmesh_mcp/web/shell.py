@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -36,6 +36,14 @@ TRUST_NOTE = (
 DESCRIPTION_LIMIT = 160  # what search engines show of a meta description
 
 NAV = (("/nodes", "Nodes"), ("/review", "Review"), ("/issues", "Issues"), ("/docs", "Docs"), ("/llms.txt", "llms.txt"))
+
+
+class PageLink(NamedTuple):
+    """One link of a page's pager (the `pager` macro): where, its `rel` if any, and its words."""
+
+    href: str
+    rel: str | None
+    label: str
 
 
 def node_href(node_id: str) -> str:
