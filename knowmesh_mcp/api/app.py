@@ -1,7 +1,7 @@
 """The HTTP service: `/v1` JSON and Markdown routes, `/llms.txt`, the pages, and MCP at `/mcp`, in one ASGI app.
 
-The `/v1` routes are the table of module-level handlers in `api_routes`; what they reach (the
-service, who acts, the write limit, the read-only flag) is `api_routes.ApiState`, set once as
+The `/v1` routes are the table of module-level handlers in `api.routes`; what they reach (the
+service, who acts, the write limit, the read-only flag) is `api.state.ApiState`, set once as
 `app.state.api`, its service opened by `lifespan`. Every error, including malformed requests, is
 the JSON body of `KnowmeshError` with the spec's status; nothing reaches the client as a bare 500.
 """
@@ -21,7 +21,9 @@ from starlette.responses import JSONResponse, Response
 
 from knowmesh_mcp.api.auth import auth_middleware
 from knowmesh_mcp.api.guard import CrossSiteGuard, is_loopback
-from knowmesh_mcp.api.routes import ROUTES, TRUST_HEADER, ApiState
+from knowmesh_mcp.api.http_io import TRUST_HEADER
+from knowmesh_mcp.api.routes import ROUTES
+from knowmesh_mcp.api.state import ApiState
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import AuthMode
 from knowmesh_mcp.services.service import Service

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 Scope = dict[str, Any]
@@ -44,6 +44,14 @@ def _host_name(value: str) -> str:
     if value.startswith("["):
         return value.split("]", 1)[0] + "]"
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class Refusal(NamedTuple):
+    """Why a write is refused: the status, the error code and the message the client reads."""
+
+    status: int
+    code: str
+    message: str
 
 
 class CrossSiteGuard:
@@ -77,23 +85,27 @@ class CrossSiteGuard:
         if method in WRITE_METHODS:
             refusal = self._refusal(headers, origin, allowed)
             if refusal is not None:
-                await _error(send, *refusal)
+                await _error(send, refusal.status, refusal.code, refusal.message)
                 return
-        if allowed:
+        if allowed and origin is not None:  # allowed names an origin; mypy wants it said
             await self.app(scope, receive, _with_cors(send, origin))
         else:
             await self.app(scope, receive, send)
 
-    def _refusal(self, headers: dict[str, str], origin: str | None, allowed: bool) -> tuple[int, str, str] | None:
+    def _refusal(self, headers: dict[str, str], origin: str | None, allowed: bool) -> Refusal | None:
         content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
         if has_body and content_type not in JSON_TYPES:
-            return 415, "unsupported_media_type", "writes take a JSON body: send Content-Type: application/json"
+            return Refusal(
+                415, "unsupported_media_type", "writes take a JSON body: send Content-Type: application/json"
+            )
         if self.loopback:
             if origin is not None and not allowed and not is_loopback(_host_name(urlsplit(origin).netloc)):
-                return 403, "forbidden_origin", f"writes from the page at {origin!r} are not allowed"
+                return Refusal(403, "forbidden_origin", f"writes from the page at {origin!r} are not allowed")
         elif origin is not None and not allowed and origin != "null" and self.cors_origins:
-            return 403, "forbidden_origin", f"writes from the page at {origin!r} are not allowed (--cors-origin)"
+            return Refusal(
+                403, "forbidden_origin", f"writes from the page at {origin!r} are not allowed (--cors-origin)"
+            )
         return None
 
     async def _preflight(self, send: Send, origin: str | None) -> None:

@@ -2,8 +2,9 @@
 
 Each handler is `async def name(request) -> Response`: it parses the request, calls one `Service`
 method and renders its result, holding no domain logic and no SQL. What a handler reaches (the
-service, who acts, the write limit, the read-only flag) is the app's `ApiState`, set once by
-`http_app.build_app` as `app.state.api` (its service opened by the app's lifespan).
+service, who acts, the write limit, the read-only flag) is the app's `ApiState` (`api.state`), set
+once by `api.app.build_app` as `app.state.api` (its service opened by the app's lifespan). What the
+handlers share to read a request and answer is `api.http_io`; how the table is built, `api.table`.
 
 Under `/v1/nodes/` a node id is `{ecosystem}/{slug}` and holds a slash: those routes take it whole
 as `{node:path}` before their suffix, first suffix first, each answering every method (a method it
@@ -13,202 +14,38 @@ does not serve: 405 with its own Allow), so a malformed id is the handler's 400 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from starlette.convertors import Convertor, register_url_convertor
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from knowmesh_mcp.api.auth import actor_of, bearer
+from knowmesh_mcp.api.auth import bearer
+from knowmesh_mcp.api.http_io import (
+    MARKDOWN,
+    SEARCH_BODY_BYTES,
+    TRUST_HEADER,
+    agent_field,
+    answer,
+    edit_body,
+    int_param,
+    markdown_answer,
+    node_of,
+    parsed_object,
+    read_json,
+    read_response,
+    search_body,
+    wire_body,
+)
 from knowmesh_mcp.api.openapi import openapi_document
+from knowmesh_mcp.api.state import api, mesh
+from knowmesh_mcp.api.table import ByMethod as ByMethod  # the tests and the OpenAPI check read it here
+from knowmesh_mcp.api.table import node_route, route
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
-from knowmesh_mcp.core.identity import Actor, AuthMode
-from knowmesh_mcp.core.limits import MAX_DEPTH, MAX_INT, check_json, to_int
-from knowmesh_mcp.services.outcomes import Submission, dedupe_markdown, review_markdown
+from knowmesh_mcp.services.outcomes import dedupe_markdown, review_markdown
 from knowmesh_mcp.services.publishing import require_node_id
-from knowmesh_mcp.services.reading import ReadResult
-from knowmesh_mcp.services.service import Service, llms_txt
+from knowmesh_mcp.services.service import llms_txt
 from knowmesh_mcp.wire import requests as wire
-
-MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payload_too_large
-# POST /v1/search carries up to 1 MiB of pasted output, which JSON escaping can grow.
-SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
-TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
-EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
-MARKDOWN = "text/markdown; charset=utf-8"
-
-Handler = Callable[[Request], Awaitable[Response]]
-Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
-
-
-@dataclass
-class ApiState:
-    """What the handlers reach, as `request.app.state.api`: the service (given, or opened from
-    `db_path` by the app's lifespan), the read-only flag, the write limit and the auth mode (what a
-    write without a bearer token may do, `identity.acting`)."""
-
-    service: Service | None = None
-    read_only: bool = False
-    write_limit: int = 10
-    auth: AuthMode = "off"
-    db_path: str | None = None  # for the lifespan: the store opened when no service was given
-    seed: bool = True
-    mcp_server: Any = None  # the MCP server mounted at /mcp, whose session manager the lifespan runs
-
-    def current(self) -> Service:
-        """The service (the getter the pages, the token check and the MCP tools are given)."""
-        if self.service is None:
-            raise RuntimeError("the app has not started: its lifespan opens the service")
-        return self.service
-
-    def writable(self) -> None:
-        if self.read_only:
-            raise KnowmeshError(403, "read_only", "this server is read-only")
-
-    def actor(self, request: Request | None, agent: Any) -> Actor:
-        """Who a request acts as: its bearer token's agent, else the auth mode's rule for `agent`."""
-        return actor_of(request, agent, self.auth)
-
-    async def submission(self, request: Request | None, actor: Actor, submit: Submit) -> dict[str, Any]:
-        """A write under --write-limit: 429 past the allowance, counted in the write's own transaction."""
-        client = request.client.host if request is not None and request.client else None
-        return await submit(Submission.of(actor, await self.current().ip_hash(client), self.write_limit))
-
-    async def mcp_actor(self, agent: Any, request: Any) -> Actor:
-        """Who an /mcp tool call acts as: the same rule and the same token as /v1."""
-        return self.actor(request if isinstance(request, Request) else None, agent)
-
-    async def mcp_submission(self, actor: Actor, request: Any, submit: Submit) -> dict[str, Any]:
-        """The same write limit for the /mcp tools, per agent or client address."""
-        return await self.submission(request if isinstance(request, Request) else None, actor, submit)
-
-
-def api(request: Request) -> ApiState:
-    state: ApiState = request.app.state.api
-    return state
-
-
-def mesh(request: Request) -> Service:
-    return api(request).current()
-
-
-# -- reading requests ------------------------------------------------------------------------------
-
-
-async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
-    """The request body as JSON, refusing oversized bodies (413) and malformed JSON (400)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise KnowmeshError(413, "payload_too_large", f"request bodies are limited to {limit} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        raise KnowmeshError(400, "invalid_json", "the request body is empty; send a JSON object")
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise KnowmeshError(400, "invalid_json", f"the request body is nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, integers past 4,300 digits
-        raise KnowmeshError(400, "invalid_json", f"the request body is not valid UTF-8 JSON: {error}") from None
-    return check_json(payload)
-
-
-def search_body(payload: Any) -> dict[str, Any]:
-    """A POST /v1/search body: the GET's fields (`wire.SearchQuery`), parsed with its model."""
-    if not isinstance(payload, dict):
-        raise KnowmeshError(400, "invalid_json", 'the body must be a JSON object such as {"q": "<the error>"}')
-    for name in payload:
-        if name not in wire.SearchQuery.model_fields:
-            raise bad_parameter(
-                name, f"unknown field {name!r}; a search takes {', '.join(wire.SearchQuery.model_fields)}"
-            )
-    for name, value in payload.items():  # JSON types as they are: "5" is no integer in a body
-        if isinstance(value, bool) or (name == "limit" and value is not None and not isinstance(value, int)):
-            raise bad_parameter(name, f"{name} must be {'an integer' if name == 'limit' else 'a string'}")
-    parsed = wire.parse(wire.SearchQuery, payload)
-    return {name: getattr(parsed, name) for name in payload} if parsed is not None else payload
-
-
-async def wire_body(
-    request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None, shape: str | None = None
-) -> tuple[Any, list[str]]:
-    """A write's JSON body parsed with its `wire` model (a value past a bound: 400 `code` naming the
-    field), its old field names (`shape` of `wire.DEPRECATED_NAMES`) renamed; and the notes on them."""
-    payload = await read_json(request)
-    notes: list[str] = []
-    if shape is not None and isinstance(payload, dict):
-        payload, notes = wire.renamed(shape, payload)
-    wire.parse(model, payload, code=code, codes=codes)
-    return payload, notes
-
-
-async def json_object(request: Request) -> dict[str, Any]:
-    payload = await read_json(request)
-    if not isinstance(payload, dict):
-        raise KnowmeshError(400, "invalid_json", "the request body must be a JSON object")
-    return payload
-
-
-async def parsed_object(request: Request, model: type[Any], codes: dict[str, str] | None = None) -> dict[str, Any]:
-    """A write's JSON object checked with its `wire` model, on a writable server."""
-    api(request).writable()
-    payload = await json_object(request)
-    wire.parse(model, payload, codes=codes)
-    return payload
-
-
-async def edit_body(
-    request: Request, model: type[Any], codes: dict[str, str] | None = None
-) -> tuple[str, dict[str, Any]]:
-    """The node id of the path, and the body of an edit to it."""
-    node_id = require_node_id(node_of(request))
-    return node_id, await parsed_object(request, model, codes)
-
-
-def node_of(request: Request) -> str:
-    """The node id of a `/v1/nodes/{node:path}/...` path, as given (checked by `require_node_id`)."""
-    node: str = request.path_params["node"]
-    return node
-
-
-def agent_field(payload: Any) -> Any:
-    """The `agent` object a write body names (its shape is checked by `identity.claimed`)."""
-    return payload.get("agent") if isinstance(payload, dict) else None
-
-
-def int_param(request: Request, name: str) -> int | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    return to_int(value, name, lowest=-MAX_INT - 1)
-
-
-def answer(body: Any, status_code: int = 200) -> JSONResponse:
-    """A JSON answer marked as untrusted data (node text is written by agents)."""
-    return JSONResponse(body, status_code=status_code, headers=TRUST_HEADER)
-
-
-def markdown_answer(text: str) -> PlainTextResponse:
-    return PlainTextResponse(text, media_type=MARKDOWN, headers=TRUST_HEADER)
-
-
-def read_response(request: Request, result: ReadResult, *, markdown: bool) -> Response:
-    headers = result.headers()
-    if request.headers.get("if-none-match") in {result.etag, f"W/{result.etag}"}:
-        return Response(status_code=304, headers=headers)
-    if markdown:
-        return PlainTextResponse(result.markdown(), headers=headers, media_type=MARKDOWN)
-    return JSONResponse(result.body, headers=headers)
-
 
 # -- nodes -----------------------------------------------------------------------------------------
 
@@ -535,52 +372,6 @@ async def llms(request: Request) -> Response:
 
 
 # -- the table -------------------------------------------------------------------------------------
-
-
-class ByMethod:
-    """One endpoint for a path served by several handlers, one per method (HEAD: GET's): Starlette
-    answers a 405 from the first route whose path matches, so two routes on one path would each
-    hide the other's methods. A method it does not serve is a 405 naming those it does."""
-
-    def __init__(self, handlers: dict[str, Handler]) -> None:
-        self.handlers = handlers
-        self.allow = ", ".join(("HEAD", *handlers) if "GET" in handlers else handlers)
-
-    async def endpoint(self, request: Request) -> Response:
-        handler = self.handlers.get("GET" if request.method == "HEAD" else request.method)
-        if handler is None:
-            raise HTTPException(
-                405, f"{request.method} is not allowed here; use {self.allow}", headers={"Allow": self.allow}
-            )
-        return await handler(request)
-
-
-def route(path: str, **handlers: Handler) -> Route:
-    """A route serving `handlers` by method; Starlette answers any other method's 405."""
-    endpoint = next(iter(handlers.values())) if len(handlers) == 1 else ByMethod(handlers).endpoint
-    return Route(path, endpoint, methods=list(handlers))
-
-
-def node_route(path: str, **handlers: Handler) -> Route:
-    """A route under /v1/nodes/ that takes every method, so that the first path that matches
-    answers (a node id may end in what looks like another route's suffix), with its own 405."""
-    return Route(path, ByMethod(handlers).endpoint, methods=EVERY_METHOD)
-
-
-class SegmentConvertor(Convertor[str]):
-    """`{name:segment}`: one path segment, possibly empty (a pinned version's parts as the
-    dispatcher split them; an empty one is the id's 400, not the router's 404)."""
-
-    regex = "[^/]*"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return str(value)
-
-
-register_url_convertor("segment", SegmentConvertor())
 
 VERSION = "/v1/nodes/{ecosystem:segment}/{slug:segment}/versions/{version:segment}"
 

@@ -36,7 +36,7 @@ from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.core.limits import MAX_INT, json_problem
 from knowmesh_mcp.mcp.stdio import answering_stdio, compact_json, shown
 from knowmesh_mcp.mcp.tools import TOOLS
-from knowmesh_mcp.mcp.tools.base import Calls
+from knowmesh_mcp.mcp.tools.base import Calls, Identify, SubmissionGuard
 from knowmesh_mcp.services.outcomes import Submission
 from knowmesh_mcp.services.service import llms_txt
 from knowmesh_mcp.wire import requests as wire
@@ -95,11 +95,6 @@ class Mesh(Protocol):
 
 
 MeshGetter = Callable[[], Mesh]
-Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
-SubmissionGuard = Callable[[Actor | None, Any, Submit], Awaitable[dict[str, Any]]]
-"""(actor, the HTTP request or None, submit(submission)) -> the accepted body: the HTTP server's write limit."""
-Identify = Callable[[Any, Any], Awaitable[Actor]]
-"""(the call's `agent` argument, the HTTP request) -> who the call acts as: the HTTP server's token rule."""
 ToolFn = Callable[..., Awaitable[CallToolResult]]
 
 
@@ -289,7 +284,7 @@ def unknown_argument(tool: str, name: str, known: list[str]) -> str:
         k for k in known if len(k) >= 3 and (lowered.startswith(k) or k.startswith(lowered) and len(lowered) >= 3)
     ]
     close = difflib.get_close_matches(lowered, known, n=1, cutoff=0.6)
-    guess = alias if alias in known else (close or prefixed or [None])[0]
+    guess = alias if alias in known else next(iter(close or prefixed), None)
     if guess is not None:
         return f"unknown argument '{shown(name)}'; did you mean '{guess}'?"
     return f"unknown argument '{shown(name)}'; {tool} takes {', '.join(known)}"

@@ -19,6 +19,10 @@ READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 APPEND = ToolAnnotations(destructive_hint=False)
 
 Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
+SubmissionGuard = Callable[[Actor, Any, Submit], Awaitable[dict[str, Any]]]
+"""(actor, the HTTP request or None, submit(submission)) -> the accepted body: the HTTP server's write limit."""
+Identify = Callable[[Any, Any], Awaitable[Actor]]
+"""(the call's `agent` argument, the HTTP request) -> who the call acts as: the HTTP server's token rule."""
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,8 @@ class Calls:
     unless the call names one; in-process the claimed id stands."""
 
     get_mesh: Callable[[], Any]
-    identify: Callable[[Any, Any], Awaitable[Actor]] | None = None
-    guard: Callable[[Actor | None, Any, Submit], Awaitable[dict[str, Any]]] | None = None
+    identify: Identify | None = None
+    guard: SubmissionGuard | None = None  # given with `identify`, which names the actor it counts
     local_agent: bool = False
 
     def mesh(self) -> Any:
@@ -46,6 +50,8 @@ class Calls:
         """A submission, counted against the HTTP server's write limit when there is one."""
         if self.guard is None:
             return await submit(UNCOUNTED)
+        if actor is None:
+            raise RuntimeError("a write limit needs `identify`: the HTTP server gives both")
         return await self.guard(actor, request_of(ctx), submit)
 
 
