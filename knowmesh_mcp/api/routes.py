@@ -42,8 +42,9 @@ from knowmesh_mcp.api.state import api, mesh
 from knowmesh_mcp.api.table import ByMethod as ByMethod  # the tests and the OpenAPI check read it here
 from knowmesh_mcp.api.table import node_route, route
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
-from knowmesh_mcp.services.outcomes import dedupe_markdown, review_markdown
+from knowmesh_mcp.services.dedupe import dedupe_markdown
 from knowmesh_mcp.services.publishing import require_node_id
+from knowmesh_mcp.services.review import review_markdown
 from knowmesh_mcp.services.service import llms_txt
 from knowmesh_mcp.wire import requests as wire
 

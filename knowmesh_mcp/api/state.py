@@ -12,8 +12,8 @@ from knowmesh_mcp.api.auth import actor_of
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import Actor, AuthMode
 from knowmesh_mcp.mcp.tools.base import Submit
-from knowmesh_mcp.services.outcomes import Submission
 from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.submission import Submission
 
 
 @dataclass

@@ -37,8 +37,8 @@ from knowmesh_mcp.core.limits import MAX_INT, json_problem
 from knowmesh_mcp.mcp.stdio import answering_stdio, compact_json, shown
 from knowmesh_mcp.mcp.tools import TOOLS
 from knowmesh_mcp.mcp.tools.base import Calls, Identify, SubmissionGuard
-from knowmesh_mcp.services.outcomes import Submission
 from knowmesh_mcp.services.service import llms_txt
+from knowmesh_mcp.services.submission import Submission
 from knowmesh_mcp.wire import requests as wire
 from mcp import MCPError
 

@@ -20,16 +20,7 @@ from knowmesh_mcp.core.evidence import OUTCOMES, node_stats
 from knowmesh_mcp.core.identity import PROVEN, Actor, acting
 from knowmesh_mcp.core.limits import MAX_NOTE, to_int
 from knowmesh_mcp.core.model import canonical_json
-from knowmesh_mcp.services.dedupe import dedupe_markdown as dedupe_markdown
-from knowmesh_mcp.services.issues import ISSUE_FIELDS as ISSUE_FIELDS
-from knowmesh_mcp.services.issues import issue_markdown as issue_markdown
-from knowmesh_mcp.services.issues import issues_markdown as issues_markdown
 from knowmesh_mcp.services.publishing import behavior_hash, require_node_id
-from knowmesh_mcp.services.review import REVIEW_MEANINGS as REVIEW_MEANINGS
-from knowmesh_mcp.services.review import never_verified as never_verified
-from knowmesh_mcp.services.review import review_markdown as review_markdown
-from knowmesh_mcp.services.review import review_page_query as review_page_query
-from knowmesh_mcp.services.review import review_summary as review_summary
 from knowmesh_mcp.services.submission import UNCOUNTED, Submission
 from knowmesh_mcp.store import DuplicateRow, StatsRow, Store, Writer, utc_now
 

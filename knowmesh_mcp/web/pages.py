@@ -35,7 +35,7 @@ from starlette.routing import Route
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.evidence_words import AnswerEvidence, answers_evidence
 from knowmesh_mcp.core.limits import to_int
-from knowmesh_mcp.services.outcomes import issue_markdown, issues_markdown
+from knowmesh_mcp.services.issues import issue_markdown, issues_markdown
 from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.web import browse_pages, doc_pages, node_pages, queue_pages
 from knowmesh_mcp.web.doc_pages import DOCS, render_markdown, safe_link

@@ -12,13 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowmesh_mcp.services.outcomes import (
-    ISSUE_FIELDS,
-    REVIEW_MEANINGS,
-    never_verified,
-    review_page_query,
-    review_summary,
-)
+from knowmesh_mcp.services.issues import ISSUE_FIELDS
+from knowmesh_mcp.services.review import REVIEW_MEANINGS, never_verified, review_page_query, review_summary
 from knowmesh_mcp.web.shell import TEMPLATES, PageLink
 
 ISSUE_STATES = {

@@ -11,7 +11,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 from knowmesh_mcp.core.identity import Actor
-from knowmesh_mcp.services.outcomes import UNCOUNTED, Submission
+from knowmesh_mcp.services.submission import UNCOUNTED, Submission
 
 # Only the hints that differ from the protocol's defaults (not read-only, destructive, not idempotent, open world):
 # every byte of tools/list is read into each session's context.
