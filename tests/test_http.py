@@ -11,7 +11,7 @@ import pytest
 
 from knowmesh_mcp.services.service import Service
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "/v1/nodes/python/module-not-found-venv"
 

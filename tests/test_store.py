@@ -13,6 +13,8 @@ from knowmesh_mcp.services.publishing import Prepared
 from knowmesh_mcp.services.service import Service
 from knowmesh_mcp.store import SqliteStore, consolidated_schema, migrations, store_dir
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 
 def schema_of(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
     rows = connection.execute(

@@ -28,6 +28,7 @@ async def three_servers(stack: AsyncExitStack, url: str) -> list[httpx2.AsyncCli
     return clients
 
 
+@pytest.mark.slow
 async def test_twenty_racing_patches_over_three_servers_have_one_winner(pg_database: str):
     async with AsyncExitStack() as stack:
         servers = await three_servers(stack, pg_database)
@@ -174,6 +175,7 @@ def _report(agent: str, solution: str) -> dict:
             "reason": "still fails"}
 
 
+@pytest.mark.slow
 async def test_twelve_simultaneous_reports_on_one_server_are_all_accepted(pg_database: str):
     """Each report held one pooled connection and the write lock while it asked the pool for a
     second (the stats read, the write counter): twelve at once starved the pool of 8, 5 x 500
@@ -191,6 +193,7 @@ async def test_twelve_simultaneous_reports_on_one_server_are_all_accepted(pg_dat
     assert sorted(row["agent_id"] for row in stored) == sorted(f"a{n}" for n in range(12))
 
 
+@pytest.mark.slow
 async def test_sixty_agents_reporting_at_once_over_three_servers_are_all_accepted(pg_database: str):
     async with AsyncExitStack() as stack:
         servers = await three_servers(stack, pg_database)
@@ -234,6 +237,7 @@ async def test_a_write_lock_held_elsewhere_is_503_database_busy_and_reads_go_on(
     assert stored == [], "nothing written"
 
 
+@pytest.mark.slow
 async def test_twelve_simultaneous_mcp_reports_on_one_server_are_all_accepted(pg_database: str):
     """The MCP tools took the same path as /v1 and failed the same way (PoolTimeout)."""
     from mcp import Client
