@@ -21,6 +21,13 @@ def test_the_readme_opens_with_two_one_line_commands():
     assert "\n" not in serve and "\n" not in test
 
 
+def test_the_test_command_runs_the_style_and_type_gate_before_the_tests():
+    test = readme_commands()[1]
+    gate = ["ruff format --check knowmesh_mcp", "ruff check knowmesh_mcp", "mypy"]
+    steps = test.split(" && ")
+    assert steps[-1] == "python -m pytest" and steps[-1 - len(gate) : -1] == gate
+
+
 def test_ci_runs_the_readme_test_command_verbatim():
     test = readme_commands()[1]
     lines = [line.strip() for line in (ROOT / ".ci/run").read_text(encoding="utf-8").splitlines()]

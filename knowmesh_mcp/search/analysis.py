@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
-import snowballstemmer  # type: ignore[import-untyped]  # ships no type hints and no stubs package exists
+import snowballstemmer
 
 from knowmesh_mcp.core.normalize import normalize_signature
 from knowmesh_mcp.search.tool_output import decisive_lines
