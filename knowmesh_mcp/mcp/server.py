@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Annotated, Any, Protocol
 
 import mcp_types
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.prompts.base import Prompt
@@ -40,7 +41,6 @@ from knowmesh_mcp.mcp.tools.base import Calls, Identify, SubmissionGuard
 from knowmesh_mcp.services.service import llms_txt
 from knowmesh_mcp.services.submission import Submission
 from knowmesh_mcp.wire import requests as wire
-from mcp import MCPError
 
 log = logging.getLogger("knowmesh.mcp")
 
