@@ -236,8 +236,8 @@ async def test_evidence_a_node_read_reports(stores, make_doc, clock):
         assert [tuple(type(value) for value in vars(row).values()) for row in backend[1]] == [
             tuple(type(value) for value in vars(row).values()) for row in found["sqlite"][1]]
     (change,) = await same(stores, lambda s: s.changes_after(0, 10))
-    assert [row[0] for row in json.loads(change[9])] == ["venv-linux", "venv-macos"]  # node-wide rows left out
-    assert change[10] == 2
+    assert [row[0] for row in json.loads(change.stats_json)] == ["venv-linux", "venv-macos"]  # node-wide rows left out
+    assert change.evidence_seq == 2
 
 
 async def test_edit_then_revisions(stores, make_doc, clock):
@@ -293,8 +293,8 @@ async def test_change_feed_order(stores, make_doc, clock):
     await same(stores, lambda tx: tx.insert_nodes(nodes[:2]), writing=True)
     await same(stores, lambda tx: tx.insert_nodes(nodes[2:]), writing=True)
     feed = await same(stores, lambda s: s.changes_after(0, 10))
-    assert [(row[0], row[1]) for row in feed] == [(1, nodes[0].id), (2, nodes[1].id), (3, nodes[2].id)]
-    assert feed[0][9] == "[]" and feed[0][10] == 0
+    assert [(row.change_seq, row.id) for row in feed] == [(1, nodes[0].id), (2, nodes[1].id), (3, nodes[2].id)]
+    assert feed[0].stats_json == "[]" and feed[0].evidence_seq == 0
     tick(clock, 1)
     await same(stores, lambda tx: tx.touch_node(nodes[0].id), writing=True)
     await same(stores, lambda tx: tx.touch_node("python/absent"), writing=True)  # moves nothing
@@ -303,7 +303,7 @@ async def test_change_feed_order(stores, make_doc, clock):
     await same(stores, lambda tx: tx.set_node_status(nodes[2].id, "verified"), writing=True)
     await same(stores, lambda tx: tx.set_node_status("python/absent", "verified"), writing=True)
     feed = await same(stores, lambda s: s.changes_after(0, 10))
-    assert [(row[0], row[1], row[3], row[7]) for row in feed] == [
+    assert [(row.change_seq, row.id, row.status, row.revision) for row in feed] == [
         (4, nodes[0].id, "draft", 1), (5, nodes[1].id, "draft", 2), (6, nodes[2].id, "verified", 1)]
     assert await same(stores, lambda s: s.changes_after(4, 1)) == [feed[1]]
     assert await same(stores, lambda s: s.changes_after(6, 10)) == []
@@ -336,10 +336,10 @@ async def test_status_change_and_redirects(stores, make_doc, clock):
     assert await same(stores, lambda s: s.ecosystem_counts()) == [("node", 1, 1)]
     assert await same(stores, lambda s: s.count_nodes()) == 3
     feed = await same(stores, lambda s: s.changes_after(3, 10))
-    assert [(row[1], row[3], row[11], row[12]) for row in feed] == [(a, "deprecated", [], c), (b, "deprecated", [], c)]
+    assert [(row.id, row.status, row.merged, row.canonical) for row in feed] == [(a, "deprecated", [], c), (b, "deprecated", [], c)]
     await same(stores, lambda tx: tx.touch_node(c), writing=True)
     (canonical,) = await same(stores, lambda s: s.changes_after(5, 10))
-    assert (canonical[1], canonical[11], canonical[12]) == (c, [a, b], None)  # what a sync must redirect
+    assert (canonical.id, canonical.merged, canonical.canonical) == (c, [a, b], None)  # what a sync must redirect
 
 
 async def test_sync_bookkeeping(stores, make_doc, clock):
@@ -408,14 +408,14 @@ async def test_apply_synced_fresh_and_over_local(stores, make_doc, clock):
     rows = await same(stores, lambda s: s.revisions(node_id))
     assert rows == [remote_first.row, remote_second.row]
     await all_reads(stores, node_id)
-    assert [row[0] for row in await same(stores, lambda s: s.changes_after(0, 10))] == [1]
+    assert [row.change_seq for row in await same(stores, lambda s: s.changes_after(0, 10))] == [1]
 
     third = edited(second, symptom="Remote symptom, again.")
     remote_third = synced_revision(third, node_id=node_id, revision=3, revision_id="rev_remote3",
                                    at="2025-06-03T00:00:00.000000Z")
     await same(stores, lambda tx: apply_synced(tx, third, [remote_third], fresh=False), writing=True)
     assert (await same(stores, lambda s: s.get_node(node_id))).revision == 3
-    assert [row[0] for row in await same(stores, lambda s: s.changes_after(0, 10))] == [2]
+    assert [row.change_seq for row in await same(stores, lambda s: s.changes_after(0, 10))] == [2]
     await all_reads(stores, node_id)
 
 

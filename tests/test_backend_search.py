@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp.core.normalize import quoted_values, signature_hash
+from knowmesh_mcp.core.rows import ChannelMatch
 from knowmesh_mcp.search.query import QueryPlan, _grams, find, index_row
 from knowmesh_mcp.store import TermQuery
 
@@ -311,7 +312,7 @@ async def test_duplicates_of_duplicate_of_and_set_signature_hashes_alike(both_st
     assert sorted(moved.values()) == sorted([docs[2]["id"], docs[3]["id"]]) and nothing == {}
 
 
-def as_set(matches: list[tuple[str, int, str | None, str]]) -> set[tuple[str, int, str | None, str]]:
+def as_set(matches: list[ChannelMatch]) -> set[ChannelMatch]:
     return set(matches)
 
 
@@ -358,7 +359,7 @@ async def test_channel_matches_alike_for_signatures_and_term_queries(both_stores
             if not limited:
                 assert as_set(on_sqlite) == as_set(on_postgres), queries
             else:  # the top `limit` may differ, never how many each channel returns
-                assert Counter(m[0] for m in on_sqlite) == Counter(m[0] for m in on_postgres), queries
+                assert Counter(m.channel for m in on_sqlite) == Counter(m.channel for m in on_postgres), queries
         found_any += len(on_postgres)
     assert found_any > 100
     assert await postgres.channel_matches([], [], 20, []) == []
@@ -463,7 +464,7 @@ async def test_terms_with_tsquery_and_like_syntax_neither_error_nor_match_wrongl
         assert frequencies == await sqlite.document_frequencies([term], [term], [term]), term
 
     def ids(matches):
-        return {docs[pk - 1]["id"] for _, pk, _, _ in matches}
+        return {docs[match.node_pk - 1]["id"] for match in matches}
 
     # Operators stay text: no negation, no prefix match, no OR/AND smuggled in, no LIKE wildcard.
     every_python = await postgres.channel_matches([], [], 0, [TermQuery("terms", "search", ["!python"], 20)])

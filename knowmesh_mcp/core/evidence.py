@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
-from knowmesh_mcp.core.rows import StatsRow
+from knowmesh_mcp.core.rows import OutcomeReport, StatsRow
 
 # Why a node is in the review queue, in the order the queue lists them.
 ReviewReason = Literal[
@@ -161,19 +161,20 @@ def best_answer_state(states: Iterable[str]) -> str:
 
 
 def node_stats(
-    reports: Iterable[tuple[str, int, str, str, str | None, str]],
+    reports: Iterable[OutcomeReport],
     current_revisions: dict[str, int],
     now: datetime,
 ) -> list[StatsRow]:
-    """Every node_stats row of one node from its reports (solution, revision, cluster, outcome, agent, at).
+    """Every node_stats row of one node from its reports.
 
     Rows per solution revision and cluster, a global row per solution revision (cluster ''),
     and the node-wide aggregate over the current answers (solution '' and revision 0), per
     cluster and global.
     """
     groups: dict[tuple[str, int, str], list[Report]] = {}
-    for solution_id, revision, cluster, outcome, agent_id, created_at in reports:
-        report = Report(outcome, agent_id, created_at)
+    for reported in reports:
+        report = Report(reported.outcome, reported.agent_id, reported.created_at)
+        solution_id, revision, cluster = reported.solution_id, reported.solution_revision, reported.cluster
         keys = [(solution_id, revision, cluster), (solution_id, revision, "")]
         if current_revisions.get(solution_id) == revision:
             keys += [("", 0, cluster), ("", 0, "")]

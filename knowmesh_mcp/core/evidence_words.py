@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowmesh_mcp.core.evidence import node_stats
-from knowmesh_mcp.core.rows import StatsRow
+from knowmesh_mcp.core.rows import OutcomeReport, StatsRow
 
 STATE_WORDS = {"verified": "verified there", "failed": "known to fail there", "disputed": "disputed there"}
 
@@ -60,7 +60,7 @@ def answers_evidence(
 ) -> dict[str, AnswerEvidence]:
     """{answer id: its evidence} for the answers of `revisions` ({id: current revision}), from
     the node's feedback rows as `Service.list_feedback` returns them."""
-    counted: list[tuple[str, int, str, str, str | None, str]] = []
+    counted: list[OutcomeReport] = []
     earlier = dict.fromkeys(revisions, 0)
     uncounted = dict.fromkeys(revisions, 0)
     for report in reports:
@@ -73,7 +73,14 @@ def answers_evidence(
             uncounted[solution] += 1
         else:
             counted.append(
-                (solution, revision, report["cluster"], report["outcome"], report.get("agent_id"), report["created_at"])
+                OutcomeReport(
+                    solution,
+                    revision,
+                    report["cluster"],
+                    report["outcome"],
+                    report.get("agent_id"),
+                    report["created_at"],
+                )
             )
     rows = node_stats(counted, revisions, now or datetime.now(UTC))
     found: dict[str, AnswerEvidence] = {}

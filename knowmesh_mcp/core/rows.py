@@ -261,3 +261,50 @@ class SyncedHead:
     has_answer: bool
     signature_hash: str
     quoted_values: list[str]
+
+
+class OutcomeReport(NamedTuple):
+    """One outcome report that is evidence on a node (`Writer.feedback_of`): what `evidence.node_stats` replays."""
+
+    solution_id: str
+    solution_revision: int
+    cluster: str
+    outcome: str
+    agent_id: str | None  # None for an anonymous report (a personal mesh's rule)
+    created_at: str
+
+
+class ChannelMatch(NamedTuple):
+    """One node a search channel found (`Store.channel_matches`)."""
+
+    channel: str  # "signature", a term channel's name, or "family"
+    node_pk: int
+    hash: str | None  # the signature hash it matched: set on the signature channel only
+    version: str  # the node's current version, read with the match
+
+
+class DedupeVote(NamedTuple):
+    """One agent's vote on a dedupe task (`Writer.dedupe_votes`)."""
+
+    agent_id: str
+    vote: str  # same | different
+    canonical_id: str | None  # the node a `same` vote would keep
+    proof: str  # identity.PROOFS
+
+
+class ChangeRow(NamedTuple):
+    """One node of the change feed (`Store.changes_after`), in write order."""
+
+    change_seq: int
+    id: str
+    version: str
+    status: str
+    title: str
+    created_at: str
+    updated_at: str
+    revision: int
+    has_answer: int  # 0 or 1, as the column holds it
+    stats_json: str  # its node_stats rows of one answer in one cluster, as JSON lists in StatsRow's field order
+    evidence_seq: int  # the node's last feedback id (0: none)
+    merged: list[str]  # ids of the nodes merged into it
+    canonical: str | None  # the node it was merged into, or None

@@ -428,7 +428,7 @@ async def similar_nodes(
     counted = await store.document_frequencies(words)
     query = channel_query("terms", "search", words, counted.terms, 30, MAX_OR_TERMS, total=counted.nodes)
     matches = await store.channel_matches([], [], 0, [query])
-    versions = {pk: version for _, pk, _, version in matches}
+    versions = {match.node_pk: match.version for match in matches}
     title_keys = index_terms(document["title"])
     scored = []
     for text in await store.candidate_texts(versions):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from knowmesh_mcp.core.rows import CandidateText, NodeRow, RevisionRow, SearchRow
+from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, NodeRow, RevisionRow, SearchRow
 from knowmesh_mcp.store.tables import CopiedTable
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
@@ -194,10 +194,10 @@ def listing_conditions(
     return " AND ".join(where), params
 
 
-def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> list[tuple[str, int, str | None, str]]:
+def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> list[ChannelMatch]:
     """(channel, pk, matched hash or None, version) rows, in the backend's order, as
-    `channel_matches` returns them: the first `signature_limit` distinct signature nodes (a row for
-    each hash of theirs that matched: a node's template and its exact key both can), then every
+    `channel_matches` returns them: the first `signature_limit` distinct signature nodes (a match
+    for each hash of theirs that matched: a node's template and its exact key both can), then every
     other channel's nodes once."""
     signature: dict[int, tuple[dict[str, None], str]] = {}
     others: dict[tuple[str, int], str] = {}
@@ -210,8 +210,10 @@ def fold_channel_rows(rows: Iterable[Sequence[Any]], signature_limit: int) -> li
         else:
             others[(channel, pk)] = version
     return [
-        ("signature", pk, hashed, version) for pk, (hashes, version) in signature.items() for hashed in sorted(hashes)
-    ] + [(channel, pk, None, version) for (channel, pk), version in others.items()]
+        ChannelMatch("signature", pk, hashed, version)
+        for pk, (hashes, version) in signature.items()
+        for hashed in sorted(hashes)
+    ] + [ChannelMatch(channel, pk, None, version) for (channel, pk), version in others.items()]
 
 
 class DuplicateLookup:

@@ -3,8 +3,8 @@
 `Store` is a database (reads outside a transaction, and `write()` opening one); `Writer` is one
 write transaction. Each backend (`sqlite`, and `postgres` for a team's mesh) implements both with
 these exact signatures, which `tests/test_store_interface.py` checks; rows come back as the plain
-dataclasses of `rows` (`NodeRow`, `StatsRow`, ...) and plain tuples, the same on every backend; a
-unique rule that refuses a row raises `rows.DuplicateRow`.
+dataclasses and named tuples of `rows` (`NodeRow`, `StatsRow`, `ChangeRow`, ...) and plain tuples,
+the same on every backend; a unique rule that refuses a row raises `rows.DuplicateRow`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from typing import Any, Protocol
 
 from knowmesh_mcp.core.rows import (
     CandidateText,
+    ChangeRow,
+    ChannelMatch,
+    DedupeVote,
     Edit,
     Frequencies,
     NewNode,
     NodeRow,
+    OutcomeReport,
     RevisionRow,
     SearchRow,
     StatsRow,
@@ -88,16 +92,16 @@ class Writer(Protocol):
 
     async def dedupe_task_for(self, first: str, second: str) -> int | None: ...
 
-    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
-        """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
+    async def dedupe_votes(self, task_id: int) -> list[DedupeVote]:
+        """A task's votes, oldest first."""
         ...
 
     async def duplicate_of(self, signature_hash: str, quoted: list[str]) -> str | None:
         """The node whose normalized signature and quoted values both match, if any."""
         ...
 
-    async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
-        """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven reports (no token, on a server with auth on) are left out: kept and listed, they move no state at all, or one forged `solved` could show a known_failed answer again."""
+    async def feedback_of(self, node_id: str) -> list[OutcomeReport]:
+        """The reports that are evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven reports (no token, on a server with auth on) are left out: kept and listed, they move no state at all, or one forged `solved` could show a known_failed answer again."""
         ...
 
     async def insert_dedupe_task(
@@ -254,10 +258,8 @@ class Store(Protocol):
         """The indexed text of each node of `versions` ({pk: current version}), in that order."""
         ...
 
-    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
-        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer, node-wide stats as
-        JSON rows, last feedback id, ids of the nodes merged into it, the node it was merged into or None) of nodes
-        written after `seq`, in write order."""
+    async def changes_after(self, seq: int, limit: int) -> list[ChangeRow]:
+        """The nodes written after `seq`, in write order."""
         ...
 
     async def channel_matches(
@@ -267,8 +269,8 @@ class Store(Protocol):
         signature_limit: int,
         queries: Sequence[TermQuery],
         family_limit: int = 0,
-    ) -> list[tuple[str, int, str | None, str]]:
-        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
+    ) -> list[ChannelMatch]:
+        """The matches of every channel, in one round trip.
 
         With `family_limit`, a `family` channel too: the lowest-pk `family_limit` generic nodes
         (`specific` 0) sharing a signature hash with a specific node a term channel found."""

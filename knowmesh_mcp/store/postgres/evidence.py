@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from knowmesh_mcp.core.identity import agent_object
-from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DuplicateRow, StatsRow
+from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DedupeVote, DuplicateRow, OutcomeReport, StatsRow
 from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 from knowmesh_mcp.store.postgres.schema import migrations
 
@@ -311,11 +311,10 @@ class EvidenceWrites:
             )
         return int(rows[0][0])
 
-    async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
-        """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are
-        evidence on a node (unproven reports left out), in SQLite's index order."""
+    async def feedback_of(self, node_id: str) -> list[OutcomeReport]:
+        """The reports that are evidence on a node (unproven reports left out), in SQLite's index order."""
         return [
-            tuple(row)
+            OutcomeReport(*row)
             for row in await self._all(
                 """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
                FROM feedback WHERE node_id = %s AND proof <> 'unproven'
@@ -411,10 +410,10 @@ class EvidenceWrites:
                 (task_id, agent_id, proof, vote, canonical_id, utc_now()),
             )
 
-    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
-        """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
+    async def dedupe_votes(self, task_id: int) -> list[DedupeVote]:
+        """A task's votes, oldest first."""
         return [
-            tuple(r)
+            DedupeVote(*r)
             for r in await self._all(
                 """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = %s
                ORDER BY created_at COLLATE "C", agent_id COLLATE "C"

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowmesh_mcp.core.rows import CandidateText, Frequencies, SearchRow, TermQuery
+from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, Frequencies, SearchRow, TermQuery
 from knowmesh_mcp.store.common import (
     CANDIDATE_COLUMNS,
     CandidateTexts,
@@ -180,8 +180,8 @@ class SearchReads:
         signature_limit: int,
         queries: Sequence[TermQuery],
         family_limit: int = 0,
-    ) -> list[tuple[str, int, str | None, str]]:
-        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
+    ) -> list[ChannelMatch]:
+        """The matches of every channel, in one round trip.
 
         As SQLite's: the signature channel reads the nodes with the query's quoted values, then
         generic ones, then the rest, `2 * signature_limit` rows at most; every term channel is

@@ -12,7 +12,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowmesh_mcp.core.rows import DuplicateRow, RevisionRow, SyncedHead, SyncedRevision
+from knowmesh_mcp.core.rows import ChangeRow, DuplicateRow, RevisionRow, SyncedHead, SyncedRevision
 from knowmesh_mcp.store.common import (
     REVISION_COLUMNS,
     REVISIONS_WITH_DOCUMENTS,
@@ -39,10 +39,8 @@ class SyncReads:
         rows = await self._fetchall("SELECT count(*) FROM nodes WHERE change_seq > %s", (seq,))
         return int(rows[0][0])
 
-    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
-        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
-        node-wide stats as JSON rows, last feedback id, ids of the nodes merged into it, the node it was merged
-        into or None) of nodes written after `seq`, in write order."""
+    async def changes_after(self, seq: int, limit: int) -> list[ChangeRow]:
+        """The nodes written after `seq`, in write order."""
         rows = await self._fetchall(
             f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
                        n.current_revision, n.has_answer,
@@ -55,7 +53,8 @@ class SyncReads:
             (seq, limit),
         )
         return [
-            (int(row[0]), *row[1:8], int(row[8]), stats_json(row[9]), int(row[10]), row[11], row[12]) for row in rows
+            ChangeRow._make((int(row[0]), *row[1:8], int(row[8]), stats_json(row[9]), int(row[10]), row[11], row[12]))
+            for row in rows
         ]
 
     async def revisions_with_documents(

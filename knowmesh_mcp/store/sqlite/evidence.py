@@ -15,7 +15,7 @@ from typing import Any
 import aiosqlite
 
 from knowmesh_mcp.core.identity import agent_object
-from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, StatsRow
+from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DedupeVote, OutcomeReport, StatsRow
 from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 from knowmesh_mcp.store.sqlite.connection import unique_rule_as_duplicate
 from knowmesh_mcp.store.sqlite.schema import migrations
@@ -287,13 +287,12 @@ class EvidenceWrites:
             )
         return int(cursor.lastrowid or 0)
 
-    async def feedback_of(self, node_id: str) -> list[tuple[str, int, str, str, str | None, str]]:
-        """(solution id, revision, cluster, outcome, voter, created_at) of the reports that are
-        evidence on a node; the voter is None for an anonymous one (a personal mesh's rule). Unproven
-        reports (no token, on a server with auth on) are left out: kept and listed, they move no
-        state at all, or one forged `solved` could show a known_failed answer again."""
+    async def feedback_of(self, node_id: str) -> list[OutcomeReport]:
+        """The reports that are evidence on a node; the voter is None for an anonymous one (a personal
+        mesh's rule). Unproven reports (no token, on a server with auth on) are left out: kept and
+        listed, they move no state at all, or one forged `solved` could show a known_failed answer again."""
         return [
-            tuple(row)
+            OutcomeReport(*row)
             for row in await self._all(
                 """SELECT solution_id, solution_revision, cluster, outcome, agent_id, created_at
                FROM feedback WHERE node_id = ? AND proof <> 'unproven'""",
@@ -388,10 +387,10 @@ class EvidenceWrites:
                 (task_id, agent_id, proof, vote, canonical_id, utc_now()),
             )
 
-    async def dedupe_votes(self, task_id: int) -> list[tuple[str, str, str | None, str]]:
-        """(agent id, vote, canonical id, proof) of a task's votes, oldest first."""
+    async def dedupe_votes(self, task_id: int) -> list[DedupeVote]:
+        """A task's votes, oldest first."""
         return [
-            tuple(r)
+            DedupeVote(*r)
             for r in await self._all(
                 """SELECT agent_id, vote, canonical_id, proof FROM dedupe_votes WHERE task_id = ?
                ORDER BY created_at, agent_id""",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
 
-from knowmesh_mcp.core.rows import CandidateText, Frequencies, SearchRow, TermQuery
+from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, Frequencies, SearchRow, TermQuery
 from knowmesh_mcp.store.common import (
     CANDIDATE_COLUMNS,
     CandidateTexts,
@@ -46,6 +46,14 @@ def fts_every(terms: Sequence[str]) -> str:
     return " AND ".join(map(fts_quote, terms))
 
 
+class Counted(NamedTuple):
+    """What `SearchReads._counted` reads in one statement: one snapshot of the database."""
+
+    version: int  # the reader's `PRAGMA data_version`
+    nodes: int  # the highest node pk (BM25's N)
+    counts: dict[tuple[str, str], int]  # {(kind, term): nodes holding it} of the keys asked
+
+
 class SearchReads:
     _fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]  # SqliteStore's
     write_generation: int  # SqliteStore's: bumped by every write transaction
@@ -61,8 +69,8 @@ class SearchReads:
         signature_limit: int,
         queries: Sequence[TermQuery],
         family_limit: int = 0,
-    ) -> list[tuple[str, int, str | None, str]]:
-        """(channel, node pk, matched hash or None, node version) of every channel, in one round trip.
+    ) -> list[ChannelMatch]:
+        """The matches of every channel, in one round trip.
 
         `signature`: nodes indexed under any of `hashes`. A common error shape (`No module named
         '<*>'`) can match thousands of nodes; only the first `signature_limit` are read: those with
@@ -173,9 +181,8 @@ class SearchReads:
         )
         return Frequencies(held_terms, held_grams, held_heads, nodes=nodes)
 
-    async def _counted(self, keys: list[tuple[str, str]]) -> tuple[int, int, dict[tuple[str, str], int]]:
-        """(the reader's data version, the highest node pk, {key: count} of `keys`), in one statement:
-        one snapshot of the database."""
+    async def _counted(self, keys: list[tuple[str, str]]) -> Counted:
+        """The counts of `keys` with what they were read at, in one statement: one snapshot of the database."""
         parts = [
             "SELECT 'version', '', data_version FROM pragma_data_version",
             "SELECT 'nodes', '', coalesce(max(pk), 0) FROM nodes",
@@ -190,12 +197,14 @@ class SearchReads:
         counted = {
             (kind, term): int(doc) for kind, term, doc in await self._fetchall(" UNION ALL ".join(parts), params)
         }
-        return (counted.pop(("version", "")), counted.pop(("nodes", "")), {key: counted.get(key, 0) for key in keys})
+        return Counted(
+            counted.pop(("version", "")), counted.pop(("nodes", "")), {key: counted.get(key, 0) for key in keys}
+        )
 
     async def indexed_node_count(self) -> int:
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, read as
         `document_frequencies` reads it."""
-        return (await self._counted([]))[1]
+        return (await self._counted([])).nodes
 
 
 class SearchWrites(DuplicateLookup):

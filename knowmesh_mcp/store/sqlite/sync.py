@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from knowmesh_mcp.core.rows import RevisionRow, SyncedHead, SyncedRevision
+from knowmesh_mcp.core.rows import ChangeRow, RevisionRow, SyncedHead, SyncedRevision
 from knowmesh_mcp.store.common import (
     REVISION_COLUMNS,
     REVISIONS_WITH_DOCUMENTS,
@@ -35,10 +35,8 @@ class SyncReads:
         rows = await self._fetchall("SELECT count(*) FROM nodes WHERE change_seq > ?", (seq,))
         return int(rows[0][0])
 
-    async def changes_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
-        """(change_seq, id, version, status, title, created_at, updated_at, revision, has_answer,
-        node-wide stats as JSON rows, last feedback id, ids of the nodes merged into it, the node it was merged
-        into or None) of nodes written after `seq`, in write order."""
+    async def changes_after(self, seq: int, limit: int) -> list[ChangeRow]:
+        """The nodes written after `seq`, in write order."""
         rows = await self._fetchall(
             f"""SELECT n.change_seq, n.id, n.current_version, n.status, n.title, n.created_at, n.updated_at,
                        n.current_revision, n.has_answer,
@@ -50,7 +48,7 @@ class SyncReads:
                 FROM nodes n WHERE n.change_seq > ? ORDER BY n.change_seq LIMIT ?""",
             (seq, limit),
         )
-        return [(*row[:11], json.loads(row[11]), row[12]) for row in rows]
+        return [ChangeRow._make((*row[:11], json.loads(row[11]), row[12])) for row in rows]
 
     async def revisions_with_documents(
         self, node_id: str, after: int = 0
