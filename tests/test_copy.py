@@ -12,7 +12,7 @@ import pytest
 
 from knowmesh_mcp.services import copying
 from knowmesh_mcp.services import importing
-from knowmesh_mcp.cli.main import progress_bar
+from knowmesh_mcp.cli.output import progress_bar
 from knowmesh_mcp.services.copying import copy_mesh
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app

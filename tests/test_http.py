@@ -236,7 +236,7 @@ TRANSPORT = {"api/guard.py", "mcp/http_checks.py", "mcp/stdio.py"}
 
 
 @pytest.mark.parametrize("module", sorted(
-    module for adapter in ("api", "mcp", "web") for path in (PACKAGE / adapter).rglob("*.py")
+    module for adapter in ("api", "mcp", "web", "cli") for path in (PACKAGE / adapter).rglob("*.py")
     if (module := path.relative_to(PACKAGE).as_posix()) not in TRANSPORT
 ))
 def test_adapters_define_no_function_inside_another_and_none_over_80_lines(module):

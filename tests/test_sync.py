@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from knowmesh_mcp.cli.main import progress_bar
+from knowmesh_mcp.cli.output import progress_bar
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
