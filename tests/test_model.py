@@ -35,7 +35,7 @@ def test_template_is_derived_when_omitted(make_doc):
 
 
 def test_optional_sections_are_kept(make_doc):
-    stored, _, _ = validate_node(make_doc()).snapshot()
+    stored = validate_node(make_doc()).snapshot().body
     assert stored["content"]["alternatives"] == ["pip install --user requests"]
     assert stored["content"]["boundaries"] == ["Not for editable installs broken by a moved project."]
     assert stored["content"]["solutions"][0]["notes"].startswith("Homebrew")
@@ -123,10 +123,12 @@ def test_version_matches_canonical_json_definition(make_doc):
     import json
 
     document = validate_node(make_doc())
-    body, stored_text, _ = document.snapshot()
+    snapshot = document.snapshot()
+    body = snapshot.body
     assert set(body) == {"id", "ecosystem", "title", "license", "signature", "content"}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert stored_text == canonical  # the stored bytes are the hashed bytes
+    assert snapshot.body_json == canonical  # the stored bytes are the hashed bytes
+    assert snapshot.version == document_version(document)
     assert document_version(document) == "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core.errors import KnowmeshError
 
@@ -131,8 +131,16 @@ class _OpContext:
         )
 
 
-def _check_op(op: Any, index: int) -> tuple[str, list[str], Any]:
-    """Validate the shape of one op; return (kind, path segments, value)."""
+class _CheckedOp(NamedTuple):
+    """One op of a patch, its shape checked."""
+
+    kind: str  # set | remove
+    segments: list[str]  # its path, parsed
+    value: Any  # a copy of the op's value (None for remove)
+
+
+def _check_op(op: Any, index: int) -> _CheckedOp:
+    """Validate the shape of one op; return it checked."""
 
     def bad(message: str) -> KnowmeshError:
         return KnowmeshError(400, "invalid_op", f"ops[{index}]: {message}", field=f"ops/{index}", op_index=index)
@@ -165,7 +173,7 @@ def _check_op(op: Any, index: int) -> tuple[str, list[str], Any]:
             field=path,
             op_index=index,
         )
-    return kind, segments, copy.deepcopy(op.get("value"))
+    return _CheckedOp(kind, segments, copy.deepcopy(op.get("value")))
 
 
 def _apply_one(doc: dict[str, Any], kind: str, segments: list[str], value: Any, ctx: _OpContext) -> None:
@@ -394,12 +402,19 @@ def _same(a: Any, b: Any) -> bool:
 # --- revert_changes -----------------------------------------------------------------
 
 
-def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+class Merged(NamedTuple):
+    """A document with changes applied, and the paths where they met a different later value."""
+
+    document: dict[str, Any]
+    conflicts: list[str]
+
+
+def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> Merged:
     """Undo a revision's `changes` on `current`; refuse fields a later edit touched.
 
-    Returns (reverted copy, []) or, if any changed field no longer holds the revision's
-    `new` value (or its parent is gone), (unchanged copy, conflicting paths): undo never
-    overwrites somebody else's later work.
+    Returns the reverted copy without conflicts or, if any changed field no longer holds the
+    revision's `new` value (or its parent is gone), an unchanged copy with the conflicting
+    paths: undo never overwrites somebody else's later work.
     """
     conflicts: list[str] = []
     for change in changes:
@@ -411,20 +426,17 @@ def revert_changes(current: dict[str, Any], changes: list[dict[str, Any]]) -> tu
             conflicts.append(path)
     result = copy.deepcopy(current)
     if conflicts:
-        return result, conflicts
+        return Merged(result, conflicts)
     for change in changes:
-        _, segments = _change_path(change)
-        _put(result, segments, copy.deepcopy(change.get("old", _ABSENT)))
-    return result, []
+        _put(result, _change_path(change).segments, copy.deepcopy(change.get("old", _ABSENT)))
+    return Merged(result, [])
 
 
-def rebase_changes(
-    base: dict[str, Any], local: dict[str, Any], target: dict[str, Any]
-) -> tuple[dict[str, Any], list[str]]:
+def rebase_changes(base: dict[str, Any], local: dict[str, Any], target: dict[str, Any]) -> Merged:
     """Three-way merge for sync: the field changes base → local, applied on top of `target`.
 
-    Returns (merged copy, paths that `target` changed too, to a different value): there the
-    local value is kept, and the caller reports it (the other value stays in history).
+    Returns the merged copy with the paths that `target` changed too, to a different value:
+    there the local value is kept, and the caller reports it (the other value stays in history).
     """
     merged = copy.deepcopy(target)
     both: list[str] = []
@@ -435,13 +447,19 @@ def rebase_changes(
         if not _same_or_absent(theirs, change.get("old", _ABSENT)) and not _same_or_absent(theirs, ours):
             both.append(path)
         _put(merged, segments, copy.deepcopy(ours))
-    return merged, both
+    return Merged(merged, both)
 
 
-def _change_path(change: Any) -> tuple[str, list[str]]:
+class _ChangePath(NamedTuple):
+    path: str  # as the revision stores it
+    segments: list[str]  # parsed
+
+
+def _change_path(change: Any) -> _ChangePath:
+    """The path of one stored revision change; a change without one is a broken revision."""
     if not isinstance(change, dict) or not isinstance(change.get("path"), str) or not change["path"]:
         raise KnowmeshError(500, "invalid_revision", f"stored revision change {change!r} has no usable path")
-    return change["path"], parse_pointer(change["path"])
+    return _ChangePath(change["path"], parse_pointer(change["path"]))
 
 
 def _same_or_absent(actual: Any, expected: Any) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.core.placeholders import FILL_IN_RE
@@ -73,10 +73,17 @@ def agent_object(agent: Any, proof: str | None) -> dict[str, Any] | None:
     return {**{k: v for k, v in agent.items() if v is not None}, "proven": proof in PROVEN}
 
 
-def claimed(agent: Any, *, field: str = "agent") -> tuple[str | None, str | None]:
-    """(id, model) named by a body's `agent` object; absent or empty parts are None."""
+class Claimed(NamedTuple):
+    """The author a body's `agent` object names; absent or empty parts are None."""
+
+    agent_id: str | None
+    model: str | None
+
+
+def claimed(agent: Any, *, field: str = "agent") -> Claimed:
+    """The id and model named by a body's `agent` object; absent or empty parts are None."""
     if agent is None:
-        return None, None
+        return Claimed(None, None)
     if not isinstance(agent, dict):
         raise bad_parameter(field, f'{field} must be an object such as {{"id": "agent-a1"}}')
     agent_id, model = agent.get("id"), agent.get("model")
@@ -89,7 +96,7 @@ def claimed(agent: Any, *, field: str = "agent") -> tuple[str | None, str | None
             f"{field}.id",
             f'{field}.id is still the placeholder {agent_id.strip()!r}: use a stable id of your own, e.g. "agent-a1"',
         )
-    return (agent_id.strip() or None) if agent_id else None, model or None
+    return Claimed((agent_id.strip() or None) if agent_id else None, model or None)
 
 
 def acting(agent: Any, credential: Credential | None, mode: AuthMode, *, local_id: str | None = None) -> Actor:

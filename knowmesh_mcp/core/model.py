@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -77,6 +77,14 @@ class Content(_Strict):
     boundaries: list[Text] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
+class Snapshot(NamedTuple):
+    """What a node version stores: its content body, the body's canonical JSON and its version."""
+
+    body: dict[str, Any]
+    body_json: str  # its canonical JSON: the exact bytes the version hashes
+    version: str  # "sha256:" + hex
+
+
 class NodeDocument(_Strict):
     id: str
     ecosystem: str
@@ -88,14 +96,14 @@ class NodeDocument(_Strict):
     # Derived: accepted on input (an exported document reads back), recomputed on write.
     version: str | None = Field(None, exclude=True)
 
-    def snapshot(self) -> tuple[dict[str, Any], str, str]:
-        """(content body, its canonical JSON, its version): what a node version stores.
+    def snapshot(self) -> Snapshot:
+        """What a node version stores: its content body, its canonical JSON, its version.
 
         The stored bytes are exactly the bytes the version hashes; status lives on the node.
         """
         body = self.model_dump(mode="json", exclude_none=True, exclude={"status"})
         text = canonical_json(body)
-        return body, text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return Snapshot(body, text, "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 class Problem(BaseModel):
@@ -252,4 +260,4 @@ def document_version(document: NodeDocument) -> str:
 
     Status and timestamps are not content: promoting a node does not change its version.
     """
-    return document.snapshot()[2]
+    return document.snapshot().version

@@ -5,7 +5,7 @@ equivalent MCP tool call, so an agent on either interface can act without transl
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core.placeholders import fill_in
 
@@ -26,22 +26,30 @@ def tool_arguments(feedback: dict[str, Any]) -> dict[str, Any]:
     return {"id": feedback["node"], **{key: value for key, value in feedback.items() if key != "node"}}
 
 
-def known_environment(env: dict[str, Any] | None) -> tuple[str, list[str], str]:
-    """(os, runtimes, package manager) of a parsed env, in the feedback form (`macos-15`,
+class KnownEnvironment(NamedTuple):
+    """A parsed env in the feedback form; empty where not given."""
+
+    os: str  # e.g. macos-15
+    runtimes: list[str]  # e.g. python-3.12
+    pkg_manager: str
+
+
+def known_environment(env: dict[str, Any] | None) -> KnownEnvironment:
+    """The os, runtimes and package manager of a parsed env, in the feedback form (`macos-15`,
     `python-3.12`); empty where not given."""
     env = env or {}
     os_name = "-".join(part for part in (env.get("os"), env.get("os_version")) if part)
     runtimes = ["-".join(p for p in (name, version) if p) for name, version in (env.get("runtimes") or {}).items()]
-    return os_name, runtimes, env.get("pkg_manager") or ""
+    return KnownEnvironment(os_name, runtimes, env.get("pkg_manager") or "")
 
 
 def environment_placeholder(env: dict[str, Any] | None) -> dict[str, Any]:
     """The feedback-style environment object, filled from the reader's parsed env where known."""
-    os_name, runtimes, manager = known_environment(env)
+    known = known_environment(env)
     return {
-        "os": os_name or fill_in("os, e.g. macos-15"),
-        "runtime": (runtimes or [""])[0] or fill_in("runtime, e.g. python-3.12"),
-        "pkg_manager": manager or fill_in("package manager, e.g. pip"),
+        "os": known.os or fill_in("os, e.g. macos-15"),
+        "runtime": (known.runtimes or [""])[0] or fill_in("runtime, e.g. python-3.12"),
+        "pkg_manager": known.pkg_manager or fill_in("package manager, e.g. pip"),
     }
 
 
@@ -107,12 +115,13 @@ def unanswered(node_id: str, base_revision: int, env: dict[str, Any] | None, *, 
 def known_context(env: dict[str, Any] | None) -> str:
     """The context an open problem can state from the search alone: the environment, where given.
     Placeholders here were once published unchanged as real nodes."""
-    os_name, runtimes, manager = known_environment(env)
-    known = [
-        f"{label} {value}"
-        for label, value in (("OS", os_name), ("runtime", ", ".join(runtimes)), ("package manager", manager))
-        if value
-    ]
+    env_known = known_environment(env)
+    stated = (
+        ("OS", env_known.os),
+        ("runtime", ", ".join(env_known.runtimes)),
+        ("package manager", env_known.pkg_manager),
+    )
+    known = [f"{label} {value}" for label, value in stated if value]
     return "Seen on " + ", ".join(known) + "." if known else "Seen in an environment the search did not state."
 
 

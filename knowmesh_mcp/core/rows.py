@@ -308,3 +308,51 @@ class ChangeRow(NamedTuple):
     evidence_seq: int  # the node's last feedback id (0: none)
     merged: list[str]  # ids of the nodes merged into it
     canonical: str | None  # the node it was merged into, or None
+
+
+class NodeForEdit(NamedTuple):
+    """A node as an edit reads it inside the write transaction (`Writer.node_for_edit`)."""
+
+    revision: int  # the current article revision
+    document: dict[str, Any]  # the current document
+    status: str
+
+
+class NodeForRead(NamedTuple):
+    """A node with what a read shows of its evidence (`Store.get_node_for_read`)."""
+
+    node: NodeRow
+    stats: list[StatsRow]  # its node_stats rows
+    failures: int  # its count of failed attempts
+
+
+class PinnedVersion(NamedTuple):
+    """One version of a node, as a read pinned to it shows it (`Store.get_version`)."""
+
+    document: dict[str, Any]
+    solution_revisions: dict[str, int]
+    created_at: str
+
+
+class EcosystemCount(NamedTuple):
+    """One ecosystem's non-deprecated nodes (`Store.ecosystem_counts`)."""
+
+    ecosystem: str
+    nodes: int
+    open_problems: int  # nodes without an answer
+
+
+class LiveToken(NamedTuple):
+    """What a live (unrevoked) token grants (`Store.token`)."""
+
+    agent_id: str
+    role: str
+    last_used_at: str | None
+
+
+class DedupeTask(NamedTuple):
+    """One dedupe task as a vote reads it (`Writer.dedupe_task`)."""
+
+    node_id: str
+    candidate_id: str
+    status: str

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from knowmesh_mcp.core.normalize import normalize_signature
 
@@ -227,6 +228,16 @@ class OutputLine:
     rank: int  # EXCEPTION (most decisive) .. CONTEXT
 
 
+class _Judged(NamedTuple):
+    """One line as `scan` judged it; the fields' order is the sort order: strongest rank first,
+    then the line that wins within a rank."""
+
+    rank: int
+    order: int  # the position, negated where the last line of a rank wins (traceback exceptions)
+    position: int
+    text: str
+
+
 @dataclass(frozen=True)
 class Scan:
     """What a pasted text holds: its decisive lines and the lines around them."""
@@ -312,7 +323,7 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
     else:
         positions = range(len(raw_lines))
     stripped: dict[int, str] = {}
-    judged: list[tuple[int, int, int, str]] = []  # (rank, order, position, text)
+    judged: list[_Judged] = []
     traceback = "Traceback (most recent call last)" in text or "Caused by:" in text
     cause_next = False
     for position in positions:
@@ -332,15 +343,15 @@ def scan(text: str, limit: int = DECISIVE_LIMIT) -> Scan:
         if cause_next and rank != WRAPPER:
             rank, cause_next = min(rank, ERROR), False
         order = -position if traceback and rank == EXCEPTION else position
-        judged.append((rank, order, position, line))
+        judged.append(_Judged(rank, order, position, line))
     judged.sort()
     chosen: list[OutputLine] = []
     seen: set[str] = set()
-    for rank, _, position, line in judged:
-        if rank == CONTEXT or line in seen:
+    for judgement in judged:
+        if judgement.rank == CONTEXT or judgement.text in seen:
             continue
-        seen.add(line)
-        chosen.append(OutputLine(line, position, rank))
+        seen.add(judgement.text)
+        chosen.append(OutputLine(judgement.text, judgement.position, judgement.rank))
         if len(chosen) == limit:
             break
     if not chosen:

@@ -17,12 +17,18 @@ from knowmesh_mcp.core.rows import (
     CandidateText,
     ChangeRow,
     ChannelMatch,
+    DedupeTask,
     DedupeVote,
+    EcosystemCount,
     Edit,
     Frequencies,
+    LiveToken,
     NewNode,
+    NodeForEdit,
+    NodeForRead,
     NodeRow,
     OutcomeReport,
+    PinnedVersion,
     RevisionRow,
     SearchRow,
     StatsRow,
@@ -86,8 +92,8 @@ class Writer(Protocol):
         """The node two `same` votes agreed to keep (set when the task was flagged)."""
         ...
 
-    async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
-        """(node, candidate, status) of one task."""
+    async def dedupe_task(self, task_id: int) -> DedupeTask | None:
+        """The node, candidate and status of one task."""
         ...
 
     async def dedupe_task_for(self, first: str, second: str) -> int | None: ...
@@ -140,8 +146,8 @@ class Writer(Protocol):
         """Move local revisions into a new sync_conflicts row (documents included) and out of history, with the solution revision numbers only they used (the remote's take those numbers)."""
         ...
 
-    async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
-        """(current revision, current document, status) read inside the write transaction."""
+    async def node_for_edit(self, node_id: str) -> NodeForEdit | None:
+        """The node's current revision, document and status, read inside the write transaction."""
         ...
 
     async def current_documents(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -306,8 +312,8 @@ class Store(Protocol):
         read with them."""
         ...
 
-    async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
-        """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
+    async def ecosystem_counts(self) -> list[EcosystemCount]:
+        """The non-deprecated nodes and open problems of each ecosystem, by ecosystem."""
         ...
 
     async def answered_nodes(self, offset: int, limit: int) -> list[tuple[str, str]]:
@@ -330,7 +336,7 @@ class Store(Protocol):
 
     async def get_node(self, node_id: str) -> NodeRow | None: ...
 
-    async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
+    async def get_node_for_read(self, node_id: str) -> NodeForRead | None:
         """A node with its node_stats rows and its count of failed attempts, in one round trip."""
         ...
 
@@ -345,8 +351,8 @@ class Store(Protocol):
         search result entries are built from."""
         ...
 
-    async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
-        """(document, solution revisions, created_at) of one pinned version of a node."""
+    async def get_version(self, node_id: str, version: str) -> PinnedVersion | None:
+        """One pinned version of a node: its document, solution revisions and created_at."""
         ...
 
     async def health_facts(self) -> dict[str, Any]:
@@ -404,8 +410,8 @@ class Store(Protocol):
         """{node id: (the last revision known identical here and on `remote`, i.e. the merge base; the remote's last feedback id copied here)} of the nodes synced before."""
         ...
 
-    async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
-        """(agent id, role, last used) of a live (unrevoked) token."""
+    async def token(self, token_hash: str) -> LiveToken | None:
+        """The agent, role and last use of a live (unrevoked) token."""
         ...
 
     async def tokens(self) -> list[dict[str, Any]]:

@@ -404,7 +404,14 @@ DEPRECATED_NAMES: dict[str, dict[str, str]] = {
 }
 
 
-def renamed(shape: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+class Renamed(NamedTuple):
+    """Arguments under their current names, and a note for each old name they came with."""
+
+    arguments: dict[str, Any]
+    notes: list[str]  # e.g. "node -> id"
+
+
+def renamed(shape: str, arguments: Mapping[str, Any]) -> Renamed:
     """`arguments` with the old names of `shape`'s fields replaced by the new ones, and a note for
     each (`"node -> id"`). Both names at once: 400 unless they agree."""
     names = DEPRECATED_NAMES.get(shape, {})
@@ -418,7 +425,7 @@ def renamed(shape: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], l
             raise KnowmeshError(400, "invalid_argument", f"{old} is the old name of {new}: send {new} only", field=old)
         result[new] = value
         notes.append(f"{old} -> {new}")
-    return result, notes
+    return Renamed(result, notes)
 
 
 def deprecation(notes: list[str]) -> dict[str, Any]:

@@ -19,7 +19,16 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from knowmesh_mcp.core.identity import agent_object
-from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DedupeVote, DuplicateRow, OutcomeReport, StatsRow
+from knowmesh_mcp.core.rows import (
+    TOKEN_FIELDS,
+    TOKEN_ID_LENGTH,
+    DedupeTask,
+    DedupeVote,
+    DuplicateRow,
+    LiveToken,
+    OutcomeReport,
+    StatsRow,
+)
 from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 from knowmesh_mcp.store.postgres.schema import migrations
 
@@ -49,13 +58,13 @@ class EvidenceReads:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = %s", (key,))
         return rows[0][0] if rows else None
 
-    async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
-        """(agent id, role, last used) of a live (unrevoked) token."""
+    async def token(self, token_hash: str) -> LiveToken | None:
+        """The agent, role and last use of a live (unrevoked) token."""
         rows = await self._fetchall(
             "SELECT agent_id, role, last_used_at FROM agent_tokens WHERE token_hash = %s AND revoked_at IS NULL",
             (token_hash,),
         )
-        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+        return LiveToken(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def tokens(self) -> list[dict[str, Any]]:
         """Every token's id (the start of its hash), agent, role and dates, oldest first."""
@@ -375,10 +384,10 @@ class EvidenceWrites:
         await self._all('DELETE FROM write_counts WHERE hour < %s COLLATE "C"', (hour,))
         return int(rows[0][0])
 
-    async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
-        """(node, candidate, status) of one task."""
+    async def dedupe_task(self, task_id: int) -> DedupeTask | None:
+        """The node, candidate and status of one task."""
         rows = await self._all("SELECT node_id, candidate_id, status FROM dedupe_tasks WHERE id = %s", (task_id,))
-        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+        return DedupeTask(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def dedupe_task_for(self, first: str, second: str) -> int | None:
         rows = await self._all(

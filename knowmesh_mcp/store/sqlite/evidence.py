@@ -15,7 +15,15 @@ from typing import Any
 import aiosqlite
 
 from knowmesh_mcp.core.identity import agent_object
-from knowmesh_mcp.core.rows import TOKEN_FIELDS, TOKEN_ID_LENGTH, DedupeVote, OutcomeReport, StatsRow
+from knowmesh_mcp.core.rows import (
+    TOKEN_FIELDS,
+    TOKEN_ID_LENGTH,
+    DedupeTask,
+    DedupeVote,
+    LiveToken,
+    OutcomeReport,
+    StatsRow,
+)
 from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
 from knowmesh_mcp.store.sqlite.connection import unique_rule_as_duplicate
 from knowmesh_mcp.store.sqlite.schema import migrations
@@ -33,13 +41,13 @@ class EvidenceReads:
 
     # -- agent tokens ------------------------------------------------------------------------
 
-    async def token(self, token_hash: str) -> tuple[str, str, str | None] | None:
-        """(agent id, role, last used) of a live (unrevoked) token."""
+    async def token(self, token_hash: str) -> LiveToken | None:
+        """The agent, role and last use of a live (unrevoked) token."""
         rows = await self._fetchall(
             "SELECT agent_id, role, last_used_at FROM agent_tokens WHERE token_hash = ? AND revoked_at IS NULL",
             (token_hash,),
         )
-        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+        return LiveToken(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def tokens(self) -> list[dict[str, Any]]:
         """Every token's id (the start of its hash), agent, role and dates, oldest first."""
@@ -352,10 +360,10 @@ class EvidenceWrites:
 
     # -- dedupe ------------------------------------------------------------------------------
 
-    async def dedupe_task(self, task_id: int) -> tuple[str, str, str] | None:
-        """(node, candidate, status) of one task."""
+    async def dedupe_task(self, task_id: int) -> DedupeTask | None:
+        """The node, candidate and status of one task."""
         rows = await self._all("SELECT node_id, candidate_id, status FROM dedupe_tasks WHERE id = ?", (task_id,))
-        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+        return DedupeTask(rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     async def dedupe_task_for(self, first: str, second: str) -> int | None:
         rows = await self._all(

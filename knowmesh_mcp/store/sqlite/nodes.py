@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from knowmesh_mcp.core.rows import Edit, NewNode, NodeRow, RevisionRow, SearchRow, StatsRow
+from knowmesh_mcp.core.rows import (
+    EcosystemCount,
+    Edit,
+    NewNode,
+    NodeForEdit,
+    NodeForRead,
+    NodeRow,
+    PinnedVersion,
+    RevisionRow,
+    SearchRow,
+    StatsRow,
+)
 from knowmesh_mcp.store.common import (
     NODE_COLUMNS,
     REVISION_COLUMNS,
@@ -52,7 +63,7 @@ class NodeReads:
         )
         return node_row(rows[0]) if rows else None
 
-    async def get_node_for_read(self, node_id: str) -> tuple[NodeRow, list[StatsRow], int] | None:
+    async def get_node_for_read(self, node_id: str) -> NodeForRead | None:
         """A node with its node_stats rows and its count of failed attempts, in one round trip."""
         rows = await self._fetchall(
             f"""SELECT {NODE_COLUMNS},
@@ -63,7 +74,7 @@ class NodeReads:
         )
         if not rows:
             return None
-        return node_row(rows[0]), stats_rows(rows[0][12]), int(rows[0][13])
+        return NodeForRead(node_row(rows[0]), stats_rows(rows[0][12]), int(rows[0][13]))
 
     async def get_nodes(self, ids: Sequence[str]) -> dict[str, NodeRow]:
         """{id: node} of those ids that exist, in one round trip."""
@@ -101,13 +112,13 @@ class NodeReads:
         by_pk = {row[0]: (node_row(row), stats_rows(row[12])) for row in rows}
         return [by_pk[pk] for pk in pks if pk in by_pk]
 
-    async def get_version(self, node_id: str, version: str) -> tuple[dict[str, Any], dict[str, int], str] | None:
-        """(document, solution revisions, created_at) of one pinned version of a node."""
+    async def get_version(self, node_id: str, version: str) -> PinnedVersion | None:
+        """One pinned version of a node: its document, solution revisions and created_at."""
         rows = await self._fetchall(
             "SELECT document, solution_revisions, created_at FROM node_versions WHERE node_id = ? AND version = ?",
             (node_id, version),
         )
-        return (json.loads(rows[0][0]), json.loads(rows[0][1]), rows[0][2]) if rows else None
+        return PinnedVersion(json.loads(rows[0][0]), json.loads(rows[0][1]), rows[0][2]) if rows else None
 
     async def revision_of_version(self, node_id: str, version: str) -> int:
         """The latest article revision that published `version`."""
@@ -126,13 +137,13 @@ class NodeReads:
         )
         return [node_row(row) for row in rows]
 
-    async def ecosystem_counts(self) -> list[tuple[str, int, int]]:
-        """(ecosystem, nodes, open problems) of the non-deprecated nodes, by ecosystem."""
+    async def ecosystem_counts(self) -> list[EcosystemCount]:
+        """The non-deprecated nodes and open problems of each ecosystem, by ecosystem."""
         rows = await self._fetchall(
             """SELECT ecosystem, count(*), sum(has_answer = 0) FROM nodes WHERE status != 'deprecated'
                GROUP BY ecosystem ORDER BY ecosystem"""
         )
-        return [(row[0], int(row[1]), int(row[2])) for row in rows]
+        return [EcosystemCount(row[0], int(row[1]), int(row[2])) for row in rows]
 
     async def answered_nodes(self, offset: int, limit: int) -> list[tuple[str, str]]:
         """(id, updated_at) of the answered, non-deprecated nodes in id order, from `offset` (the sitemap's)."""
@@ -196,14 +207,14 @@ class NodeWrites:
 
         async def write_search_rows(self, rows: Sequence[tuple[str, SearchRow]], *, fresh: bool = False) -> None: ...
 
-    async def node_for_edit(self, node_id: str) -> tuple[int, dict[str, Any], str] | None:
-        """(current revision, current document, status) read inside the write transaction."""
+    async def node_for_edit(self, node_id: str) -> NodeForEdit | None:
+        """The node's current revision, document and status, read inside the write transaction."""
         rows = await self._all(
             """SELECT n.current_revision, v.document, n.status FROM nodes n
                JOIN node_versions v ON v.version = n.current_version WHERE n.id = ?""",
             (node_id,),
         )
-        return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
+        return NodeForEdit(rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
 
     async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]:
         rows = await self._all(
