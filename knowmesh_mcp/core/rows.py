@@ -356,3 +356,11 @@ class DedupeTask(NamedTuple):
     node_id: str
     candidate_id: str
     status: str
+
+
+class CurrentDocument(NamedTuple):
+    """A node's current document (`Store.iter_current_documents`)."""
+
+    document: dict[str, Any]
+    status: str
+    version: str

@@ -14,7 +14,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, NodeRow, RevisionRow, SearchRow
 from knowmesh_mcp.store.tables import CopiedTable
@@ -34,12 +34,20 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def read_migrations(folder: Path) -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every NNNN_name.sql file in `folder`, in order."""
+class Migration(NamedTuple):
+    """One NNNN_name.sql file of a backend's migrations."""
+
+    number: int  # the schema version it makes
+    name: str
+    sql: str
+
+
+def read_migrations(folder: Path) -> list[Migration]:
+    """Every NNNN_name.sql file in `folder`, in order."""
     found = []
     for path in sorted(folder.glob("[0-9][0-9][0-9][0-9]_*.sql")):
         number, _, name = path.stem.partition("_")
-        found.append((int(number), name, path.read_text(encoding="utf-8")))
+        found.append(Migration(int(number), name, path.read_text(encoding="utf-8")))
     return found
 
 

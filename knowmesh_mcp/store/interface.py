@@ -17,6 +17,7 @@ from knowmesh_mcp.core.rows import (
     CandidateText,
     ChangeRow,
     ChannelMatch,
+    CurrentDocument,
     DedupeTask,
     DedupeVote,
     EcosystemCount,
@@ -363,8 +364,8 @@ class Store(Protocol):
         """The number of nodes BM25's document frequencies are relative to: the highest node pk, read on every call."""
         ...
 
-    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
-        """(document, status, version) of every node in id order."""
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[CurrentDocument]:
+        """The current document, status and version of every node in id order."""
         raise NotImplementedError
         yield  # never reached: it makes this an async generator, as the backends' are
 

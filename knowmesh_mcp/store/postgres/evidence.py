@@ -265,7 +265,7 @@ class EvidenceReads:
         integrity = "ok" if not unreadable else f"{unreadable} node(s) without their current version"
         return {
             "schema_version": int(schema),
-            "latest_schema_version": max(n for n, _, _ in migrations()),
+            "latest_schema_version": max(migration.number for migration in migrations()),
             "backend": "postgresql",
             "nodes": int(nodes),
             "indexed_nodes": int(indexed),

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import TYPE_CHECKING, Any
 
 from knowmesh_mcp.core.rows import (
+    CurrentDocument,
     EcosystemCount,
     Edit,
     NewNode,
@@ -218,8 +219,8 @@ class NodeReads:
         )
         return json.loads(rows[0][0]) if rows else None
 
-    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[tuple[dict[str, Any], str, str]]:
-        """(document, status, version) of every node in id order."""
+    async def iter_current_documents(self, batch: int = 500) -> AsyncIterator[CurrentDocument]:
+        """The current document, status and version of every node in id order."""
         after = ""
         while True:
             rows = await self._fetchall(
@@ -229,7 +230,7 @@ class NodeReads:
                 (after, batch),
             )
             for row in rows:
-                yield json.loads(row[1]), row[2], row[3]
+                yield CurrentDocument(json.loads(row[1]), row[2], row[3])
             if len(rows) < batch:
                 return
             after = rows[-1][0]

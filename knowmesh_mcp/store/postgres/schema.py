@@ -9,14 +9,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from knowmesh_mcp.store.common import read_migrations, store_dir
+from knowmesh_mcp.store.common import Migration, read_migrations, store_dir
 
 
 def postgres_dir() -> Path:
     return store_dir() / "postgres"
 
 
-def migrations() -> list[tuple[int, str, str]]:
+def migrations() -> list[Migration]:
     """The PostgreSQL migrations, store/postgres/migrations."""
     return read_migrations(postgres_dir() / "migrations")
 

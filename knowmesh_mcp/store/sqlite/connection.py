@@ -236,7 +236,7 @@ async def _identify(connection: aiosqlite.Connection, path: str) -> None:
             path, f"{path} is not a knowmesh database (its schema_migrations table is another application's)"
         )
     applied = list(await connection.execute_fetchall("SELECT version, name FROM schema_migrations"))
-    known = {number: name for number, name, _ in migrations()}
+    known = {migration.number: migration.name for migration in migrations()}
     if any(known.get(version, name) != name for version, name in applied) or (not applied and len(tables) > 1):
         raise DatabaseUnusable(path, f"{path} is not a knowmesh database (its schema_migrations are not knowmesh's)")
 
@@ -318,7 +318,7 @@ async def _check_migrated(connection: aiosqlite.Connection, path: str) -> bool:
         ((current,),) = await connection.execute_fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
     if current == 0:
         raise DatabaseUnusable(path, f"{path} is read-only and holds no mesh yet: there is nothing in it to read")
-    latest = max(number for number, _, _ in migrations())
+    latest = max(migration.number for migration in migrations())
     if current < latest:
         raise DatabaseUnusable(
             path,

@@ -264,7 +264,7 @@ class EvidenceReads:
         )
         return {
             "schema_version": int(schema[0][0]) if schema else 0,
-            "latest_schema_version": max(n for n, _, _ in migrations()),
+            "latest_schema_version": max(migration.number for migration in migrations()),
             "backend": "sqlite",
             "nodes": int(nodes[0][0]) if nodes else 0,
             "indexed_nodes": int(indexed[0][0]) if indexed else 0,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from knowmesh_mcp.store.common import MIGRATIONS_TABLE, read_migrations, store_dir
+from knowmesh_mcp.store.common import MIGRATIONS_TABLE, Migration, read_migrations, store_dir
 
 
-def migrations() -> list[tuple[int, str, str]]:
+def migrations() -> list[Migration]:
     """The SQLite migrations, store/migrations."""
     return read_migrations(store_dir() / "migrations")
 
