@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from search_bench import cache_paths  # noqa: E402
 
 from knowmesh_mcp.api.app import build_app  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 ROUTES = ("/", "/nodes", "/nodes/python", "/review", "/review?reason=unsolved", "/v1/review",
           "/v1/review?reason=stale&limit=200", "/sitemap.xml", "/sitemap.xml?page=1", "/sitemap.xml?page=9")
 
 
 async def run(db: str | Path, rounds: int) -> None:
-    service = await Service.open(db, seed=False)
+    service = await Mesh.open(db, seed=False)
     try:
         nodes = await service.store.count_nodes()
         print(f"{nodes:,} nodes in {db}; {rounds} rounds a route after one untimed request")

@@ -4,7 +4,7 @@
 
 Copies the 100,000-node database that `bench/search_bench.py` builds (run that first), times
 search on it, then records outcome reports on `--share` of the nodes (two or three agents
-each, some of them failures, so states flip) through `Service.report_outcome`, printing its
+each, some of them failures, so states flip) through `Mesh.outcomes.report_outcome`, printing its
 throughput, and times the same searches again. Prints figures; asserts nothing.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import Meta, make_queries  # noqa: E402
 
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 ENVS = [{"os": "linux", "runtime": "python-3.12", "pkg_manager": "pip"},
         {"os": "macos-15", "runtime": "node-20", "pkg_manager": "npm"}]
@@ -36,13 +36,13 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def time_searches(service: Service, queries: list[dict]) -> list[float]:
+async def time_searches(service: Mesh, queries: list[dict]) -> list[float]:
     for query in queries[:30]:
-        await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=5)
+        await service.searching.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=5)
     samples = []
     for query in queries:
         started = time.perf_counter()
-        await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=5)
+        await service.searching.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=5)
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -53,7 +53,7 @@ async def bench(source: Path, share: float, count: int) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         db = Path(workdir) / "evidence.db"
         shutil.copyfile(source, db)
-        service = await Service.open(db, seed=False)
+        service = await Mesh.open(db, seed=False)
         try:
             before = await time_searches(service, queries)
             rng = random.Random(11)
@@ -72,7 +72,7 @@ async def bench(source: Path, share: float, count: int) -> None:
                             "agent": {"id": f"bench-{agent}"}, "evidence": {"exit_code": 0} if outcome == "solved" else {},
                             "reason": "bench failure" if outcome == "failed" else None}
                     try:
-                        await service.report_outcome(body)
+                        await service.outcomes.report_outcome(body)
                         reports += 1
                     except Exception:  # a duplicate (same agent, same cluster) is refused by design
                         pass

@@ -3,7 +3,7 @@
     python bench/fit_ranking.py [--distractors 0,10000] [--dry-run] [--corpus starter,corpus2] [--signed]
 
 Runs every dev query (bench/search_eval.py's `split_of`) through the service's own candidate
-ranking (`Service.rank_candidates`, every candidate, its environment fit included) over the
+ranking (`Mesh.searching.rank_candidates`, every candidate, its environment fit included) over the
 evaluation corpus without and with 10,000 distractors (pooled: a small mesh and a big one), labels each candidate 1 if it is the query's expected node
 and 0 otherwise (every candidate of a no-answer query is a 0), and fits one logistic regression
 per query type (pasted tool output, prose) by Newton's method with an L2 penalty on the weights.
@@ -42,7 +42,7 @@ from knowmesh_mcp.core.environment import parse_env  # noqa: E402
 from knowmesh_mcp.core.normalize import canonical_ecosystem  # noqa: E402
 from knowmesh_mcp.search.ranking import FEATURES, WEIGHTS_FILE  # noqa: E402
 from knowmesh_mcp.search.query import QueryPlan  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 PENALTIES = (0.01, 0.1, 1.0, 10.0)
 FOLDS = 5
@@ -50,14 +50,14 @@ FOLDS = 5
 
 async def collect(path: Path, queries: list[dict[str, Any]]) -> dict[str, list[tuple[int, np.ndarray, np.ndarray]]]:
     """{model: [(query index, features matrix, labels)]} over the given queries."""
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     groups: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
     try:
         for index, query in enumerate(queries):
             plan = QueryPlan.of(query["q"])
             machine = parse_env(query["env"]) if query["env"] else None
             wanted = canonical_ecosystem(query["ecosystem"]) if query["ecosystem"] else None
-            ranked = await service.rank_candidates(plan, machine, wanted, limit=None, floor=False)
+            ranked = await service.searching.rank_candidates(plan, machine, wanted, limit=None, floor=False)
             if not ranked:
                 continue
             x = np.array([[c.features[name] for name in FEATURES] for c, _ in ranked])

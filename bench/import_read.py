@@ -2,7 +2,7 @@
 
     python bench/import_read.py [--nodes 10000] [--reads 2000]
 
-Generates distinct node documents, imports them through the CLI path (`Service.import_documents`,
+Generates distinct node documents, imports them through the CLI path (`Mesh.documents.import_documents`,
 the same call `knowmesh-mcp import` makes) into a fresh database, then times JSON and Markdown
 reads in-process. Prints figures; asserts nothing.
 """
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from knowmesh_mcp.services.import_export import load_documents
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 ECOSYSTEMS = ["python", "node", "go", "rust", "shell", "docker", "postgres", "typescript"]
 WORDS = ("cannot find resolve import module package build fails missing symbol linker version mismatch "
@@ -66,10 +66,10 @@ async def bench(nodes: int, reads: int, workdir: Path) -> None:
     source = workdir / "generated.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in generate(nodes)), encoding="utf-8")
 
-    service = await Service.open(workdir / "bench.db", seed=False)
+    service = await Mesh.open(workdir / "bench.db", seed=False)
     try:
         started = time.perf_counter()
-        report = await service.import_documents(load_documents([source]))
+        report = await service.documents.import_documents(load_documents([source]))
         elapsed = time.perf_counter() - started
         assert len(report.created) == nodes, report.to_dict()
         print(f"import: {nodes} nodes in {elapsed:.2f} s = {nodes / elapsed:,.0f} nodes/s (parse + validate + write)")
@@ -77,21 +77,21 @@ async def bench(nodes: int, reads: int, workdir: Path) -> None:
         ids = [f"{ECOSYSTEMS[i % len(ECOSYSTEMS)]}/generated-{i:05d}" for i in range(nodes)]
         rng = random.Random(1)
         for label, make_request in (
-            ("JSON read", lambda: service.read_request()),
-            ("JSON read ?env=", lambda: service.read_request(env="ubuntu-24.04,python-3.12,pip")),
+            ("JSON read", lambda: service.nodes.read_request()),
+            ("JSON read ?env=", lambda: service.nodes.read_request(env="ubuntu-24.04,python-3.12,pip")),
         ):
             samples = []
             for _ in range(reads):
                 node_id = rng.choice(ids)
                 t0 = time.perf_counter()
-                result = await service.read_node(node_id, make_request())
+                result = await service.nodes.read_node(node_id, make_request())
                 json.dumps(result.body)
                 samples.append((time.perf_counter() - t0) * 1000)
             print(f"{label}: p50 {statistics.median(samples):.3f} ms, p95 {percentile(samples, 0.95):.3f} ms ({reads} reads)")
         samples = []
         for _ in range(reads):
             t0 = time.perf_counter()
-            (await service.read_node(rng.choice(ids))).markdown()
+            (await service.nodes.read_node(rng.choice(ids))).markdown()
             samples.append((time.perf_counter() - t0) * 1000)
         print(f"Markdown read: p50 {statistics.median(samples):.3f} ms, p95 {percentile(samples, 0.95):.3f} ms ({reads} reads)")
     finally:

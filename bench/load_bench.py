@@ -3,8 +3,8 @@
     python bench/load_bench.py [--nodes 10000] [--clients 8] [--seconds 60] [--seed 7] [--rebuild] [--auth required]
 
 The database holds the starter corpus plus `--nodes` synthetic nodes from `bench/synthetic.py`.
-The first run builds it (`Service.open(db)`, which seeds the starter corpus, then
-`service.import_documents(...)`) and caches it in `bench/out/` as
+The first run builds it (`Mesh.open(db)`, which seeds the starter corpus, then
+`service.documents.import_documents(...)`) and caches it in `bench/out/` as
 `load-n{nodes}-s{seed}-g{generator version}-m{hash}.db`, where the hash covers the migrations,
 the starter corpus and the normalizer and search-index versions, beside a `.sample.json` with
 up to 5,000 of the created nodes (their error metadata and answer ids) and the generator's next
@@ -64,7 +64,7 @@ from synthetic import GENERATOR_VERSION, Corpus, Meta, env_for, make_queries  # 
 
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION  # noqa: E402
 from knowmesh_mcp.search.query import SEARCH_INDEX_VERSION  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 OUT = HERE / "out"
 CACHE_FORMAT = 2  # bump when the sample file changes shape
@@ -154,14 +154,14 @@ async def build(nodes: int, seed: int) -> None:
     remove_db(building)
     print(f"building the starter corpus + {nodes:,} synthetic nodes (seed {seed}) into {db.relative_to(ROOT)} ...", flush=True)
     started = time.perf_counter()
-    service = await Service.open(building)  # a new database: seeds the starter corpus
+    service = await Mesh.open(building)  # a new database: seeds the starter corpus
     try:
-        report = await service.import_documents(stream())
+        report = await service.documents.import_documents(stream())
         total = await service.store.count_nodes()
         # Keep what the clients can use: sampled nodes that were created, new documents that would be.
         created = set(report.created)
         sample = [entry for entry in sample if entry["meta"]["id"] in created]
-        creatable = set((await service.import_documents(((d["id"], d) for d in fresh), dry_run=True)).created)
+        creatable = set((await service.documents.import_documents(((d["id"], d) for d in fresh), dry_run=True)).created)
         fresh = [d for d in fresh if d["id"] in creatable]
     finally:
         await service.close()
@@ -449,9 +449,9 @@ async def run(args: argparse.Namespace, db: Path, work: Workload, workdir: Path)
     shutil.copyfile(db, copy)
     tokens: list[str | None] = [None] * args.clients
     if args.auth == "required":
-        service = await Service.open(copy, seed=False)
+        service = await Mesh.open(copy, seed=False)
         try:
-            tokens = [(await service.add_token(f"load-{client}"))["token"] for client in range(args.clients)]
+            tokens = [(await service.tokens.add_token(f"load-{client}"))["token"] for client in range(args.clients)]
         finally:
             await service.close()
     port, stderr_path = free_port(), workdir / "server.stderr"

@@ -2,7 +2,7 @@
 
     python bench/patch_bench.py [--revisions 1000] [--writers 8]
 
-Each patch is a real edit through `Service.patch_article` (validation, field diff, solution
+Each patch is a real edit through `Mesh.articles.patch_article` (validation, field diff, solution
 revisions, version, revision row, undo token, index rows, one transaction) on a database
 seeded with the starter corpus. Concurrent writers edit different nodes, so each edit wins;
 their throughput shows what the single write path sustains under contention. Prints figures;
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -26,11 +26,11 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def edit_loop(service: Service, node_id: str, count: int, latencies: list[float]) -> None:
-    base = (await service.read_article(node_id)).body["revision"]
+async def edit_loop(service: Mesh, node_id: str, count: int, latencies: list[float]) -> None:
+    base = (await service.articles.read_article(node_id)).body["revision"]
     for index in range(count):
         started = time.perf_counter()
-        result = await service.patch_article(
+        result = await service.articles.patch_article(
             node_id, base_revision=base, agent={"id": f"bench-{node_id}"}, summary=f"bench edit {index}",
             ops=[{"op": "set", "path": "/content/context", "value": f"Benchmark context, edit {index}."}],
         )
@@ -39,9 +39,9 @@ async def edit_loop(service: Service, node_id: str, count: int, latencies: list[
 
 
 async def bench(revisions: int, writers: int, workdir: Path) -> None:
-    service = await Service.open(workdir / "patch.db")
+    service = await Mesh.open(workdir / "patch.db")
     try:
-        nodes = [entry["id"] for entry in (await service.list_nodes(limit=100))["nodes"]]
+        nodes = [entry["id"] for entry in (await service.nodes.list_nodes(limit=100))["nodes"]]
         sequential: list[float] = []
         started = time.perf_counter()
         await edit_loop(service, nodes[0], revisions, sequential)

@@ -6,7 +6,7 @@ load through 1 and then 3 HTTP servers on the same database.
 Starts a private PostgreSQL server (tests/postgres_server.py: initdb into a temporary folder, a
 Unix socket, no TCP port) unless KNOWMESH_TEST_POSTGRES names one, creates a fresh database,
 and imports the starter corpus plus `--nodes` synthetic nodes from `bench/synthetic.py` through
-`Service.import_documents` (what `knowmesh-mcp import` calls), printing nodes per second. Then it
+`Mesh.documents.import_documents` (what `knowmesh-mcp import` calls), printing nodes per second. Then it
 times 2,000 searches in-process (p50, p95), and runs the closed-loop mixed load of
 `bench/load_bench.py` (80 % search, 15 % read, 5 % write) for `--seconds` through one
 `serve --http --db postgresql://...` process, then through three at once (the clients spread
@@ -41,7 +41,7 @@ import load_bench  # noqa: E402
 from postgres_server import private_postgres  # noqa: E402
 from synthetic import Corpus, Meta, make_queries  # noqa: E402
 
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 
 def fresh_database(server_url: str, name: str, *, reuse: bool = False) -> tuple[str, bool]:
@@ -83,7 +83,7 @@ async def build(url: str, nodes: int, seed: int, *, imported: bool = False) -> l
             yield f"synthetic:{index}", document
 
     started = time.perf_counter()
-    service = await Service.open(url)  # a new database: migrates and seeds the starter corpus
+    service = await Mesh.open(url)  # a new database: migrates and seeds the starter corpus
     seeded = time.perf_counter() - started
     try:
         began = time.perf_counter()
@@ -94,7 +94,7 @@ async def build(url: str, nodes: int, seed: int, *, imported: bool = False) -> l
                   f"{time.perf_counter() - began:.1f} s, {len(created):,} of the {len(sample):,} sampled there",
                   flush=True)
         else:
-            report = await service.import_documents(stream())
+            report = await service.documents.import_documents(stream())
             elapsed = time.perf_counter() - began
             created = set(report.created)
             importing = elapsed - generating[0]
@@ -105,16 +105,16 @@ async def build(url: str, nodes: int, seed: int, *, imported: bool = False) -> l
         total = await service.store.count_nodes()
         print(f"{total:,} nodes in all", flush=True)
         sample = [entry for entry in sample if entry["meta"]["id"] in created]
-        creatable = set((await service.import_documents(((d["id"], d) for d in fresh), dry_run=True)).created)
+        creatable = set((await service.documents.import_documents(((d["id"], d) for d in fresh), dry_run=True)).created)
         fresh = [d for d in fresh if d["id"] in creatable]
         metas = [Meta(**entry["meta"]) for entry in sample]
         queries = make_queries(metas, seed=seed, count=2000, tag="pg-scale")
         for query in queries[:30]:  # untimed: first touch of the index pages
-            await service.search(query["q"], env=query.get("env"), limit=5)
+            await service.searching.search(query["q"], env=query.get("env"), limit=5)
         timings = []
         for query in queries:
             began = time.perf_counter()
-            await service.search(query["q"], env=query.get("env"), limit=5)
+            await service.searching.search(query["q"], env=query.get("env"), limit=5)
             timings.append((time.perf_counter() - began) * 1000)
         print(f"search in-process: {len(timings)} queries, p50 {statistics.median(timings):.2f} ms "
               f"(target <= 8), p95 {load_bench.percentile(timings, .95):.2f} ms (target <= 20)", flush=True)

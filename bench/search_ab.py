@@ -39,7 +39,7 @@ for entry in (str(HERE.parent), str(HERE)):
 from search_bench import LIMIT, corpus_and_queries, percentile, result_ids  # noqa: E402
 
 from knowmesh_mcp.search import query as search_module  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 from knowmesh_mcp.store.postgres import search as pg_search  # noqa: E402
 
 MODULES = {"": search_module, "pg_search": pg_search}
@@ -93,7 +93,7 @@ async def run(dbs: list[Path | str], queries: list[dict[str, Any]], warmup: list
         return rank(candidates, *rest)
 
     search_module.rank = counting_rank
-    services = [await Service.open(db, seed=False) for db in dbs]
+    services = [await Mesh.open(db, seed=False) for db in dbs]
     pairs = [(service, setting) for service in services for setting in settings]
     runs = [{"ms": [], "ids": [], "candidates": 0} for _ in pairs]
     try:
@@ -106,7 +106,7 @@ async def run(dbs: list[Path | str], queries: list[dict[str, Any]], warmup: list
                 apply({name: setting.get(name, value) for name, value in defaults.items()})
                 counted[0] = 0
                 started = time.perf_counter()
-                result = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
+                result = await service.searching.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
                 elapsed = (time.perf_counter() - started) * 1000
                 if timed:
                     runs[index]["ms"].append(elapsed)

@@ -5,13 +5,13 @@
 
 The corpus comes from `bench/synthetic.py`: realistic error lines of 14 ecosystems, rendered
 from templates and shared vocabularies, deterministic for a seed. The first run builds it with
-`Service.open(db, seed=False)` + `service.import_documents(...)` in a child process (so the
+`Mesh.open(db, seed=False)` + `service.documents.import_documents(...)` in a child process (so the
 figures below measure a process that only searches) and caches it in `bench/out/` as
 `search-n{nodes}-s{seed}-g{generator version}-m{migrations hash}.db` plus a `.sample.json` of
 5,000 nodes the queries are made from. Reruns reuse both; `--rebuild` forces a new build (do so
 after changing what the index stores without a migration, e.g. `search.index_text`).
 
-Then it times `await service.search(q, env=..., ecosystem=..., limit=5)` in-process, and the
+Then it times `await service.searching.search(q, env=..., ecosystem=..., limit=5)` in-process, and the
 MCP tool `search` through `mcp.Client` over stdio against `python -m knowmesh_mcp.cli.main serve
 --stdio --db <db>`, printing p50/p95/p99 overall and per query kind beside the targets, and the
 peak RSS of both processes. Beside hit@1 and hit@5 it prints the plain BM25 baseline
@@ -48,7 +48,7 @@ from synthetic import FAMILIES, GENERATOR_VERSION, KIND_SHARES, Corpus, Meta, ma
 
 from knowmesh_mcp.search import query as search_module  # noqa: E402
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 OUT = HERE / "out"
 SAMPLE_SIZE = 5000
@@ -134,9 +134,9 @@ async def prepare(nodes: int, seed: int, build: bool) -> None:
         building = db.with_name(db.stem + ".building.db")
         remove_db(building)
         print(f"building {nodes:,} nodes (seed {seed}) into {db.relative_to(ROOT)} ...", flush=True)
-        service = await Service.open(building, seed=False)
+        service = await Mesh.open(building, seed=False)
         try:
-            report = await service.import_documents(stream())
+            report = await service.documents.import_documents(stream())
         finally:
             await service.close()
         elapsed = time.perf_counter() - started
@@ -218,20 +218,16 @@ def annotate(queries: list[dict[str, Any]], metas_by_id: dict[str, Meta]) -> Non
 
 async def run_in_process(db: Path, queries: list[dict[str, Any]], warmup: list[dict[str, Any]], show: int) -> dict[str, float] | None:
     started = time.perf_counter()
-    service = await Service.open(db, seed=False)
+    service = await Mesh.open(db, seed=False)
     try:
         opened = time.perf_counter() - started
         nodes = await service.store.count_nodes()
-        print(f"\nin-process: {nodes:,} nodes in {db.relative_to(ROOT)}; Service.open {opened:.2f} s")
-        if not hasattr(Service, "search"):
-            print("in-process: Service.search is not implemented yet (knowmesh_mcp/services/service.py); "
-                  "nothing to time. Rerun this command when it lands.")
-            return None
+        print(f"\nin-process: {nodes:,} nodes in {db.relative_to(ROOT)}; Mesh.open {opened:.2f} s")
 
         async def one(query: dict[str, Any]) -> tuple[float, Any, str | None]:
             started = time.perf_counter()
             try:
-                result = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
+                result = await service.searching.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
                 error = None
             except Exception as exc:  # a benchmark reports, it does not stop
                 result, error = None, f"{type(exc).__name__}: {exc}"
@@ -419,7 +415,7 @@ def main() -> int:
               f"p95 {inproc['p95']:.2f} ms ({verdict(inproc['p95'], TARGETS['inproc_p95'])}), p99 {inproc['p99']:.2f} ms "
               f"[{inproc['n']} queries]")
     else:
-        print("  in-process search: waiting for Service.search")
+        print("  in-process search: waiting for Mesh.searching.search")
     print(f"  in-process peak RSS {rss_inproc:,.0f} MB ({verdict(rss_inproc, TARGETS['rss_mb'])})"
           + ("" if inproc else " [opened the database, no search ran]"))
     if args.skip_mcp:

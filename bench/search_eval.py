@@ -14,7 +14,7 @@ template with a value the query names, is left out). The queries are `bench/eval
 source. `split_of` puts every query in the `dev` half (fit and tune there) or the `test` half
 (report it, never tune on it) by a hash of its source, so a thread's queries stay together.
 
-Every query runs through `Service.search(q, env=..., ecosystem=..., limit=5)` and through the
+Every query runs through `Mesh.searching.search(q, env=..., ecosystem=..., limit=5)` and through the
 baseline (`bench/baseline.py`): a plain FTS5 table over the same documents' text, queried with an OR
 of every distinct token of the query, ranked by bm25(). Figures per kind and group:
 recall@1, recall@5 and MRR for both; for the product also env selection (the expected answer,
@@ -66,7 +66,7 @@ from knowmesh_mcp.search.analysis import index_terms  # noqa: E402
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION, normalize_signature, quoted_values  # noqa: E402
 from knowmesh_mcp.search.ranking import LIKELY  # noqa: E402
 from knowmesh_mcp.services.import_export import load_documents  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 from knowmesh_mcp.store import store_dir  # noqa: E402
 from knowmesh_mcp.search.tool_output import decisive_lines  # noqa: E402
 
@@ -183,14 +183,14 @@ def _corpus_key(distractors: int, nodes: EvalCorpus = STARTER) -> str:
 
 async def build_corpus(path: Path | str, distractors: int, nodes: EvalCorpus = STARTER) -> None:
     """The corpus's nodes + distractors (then `baseline.ensure` adds the baseline's table)."""
-    service = await Service.open(path, seed=nodes is STARTER)
+    service = await Mesh.open(path, seed=nodes is STARTER)
     try:
         if nodes is not STARTER:
-            report = await service.import_documents(nodes.documents(), summary=f"{nodes.name} corpus")
+            report = await service.documents.import_documents(nodes.documents(), summary=f"{nodes.name} corpus")
             if report.invalid or report.skipped:
                 raise SystemExit(f"{nodes.name} nodes not imported: {(report.invalid + report.skipped)[:2]}")
         if distractors:
-            report = await service.import_documents(_distractors(distractors, nodes.queries(), nodes), summary="distractors")
+            report = await service.documents.import_documents(_distractors(distractors, nodes.queries(), nodes), summary="distractors")
             if report.invalid:
                 raise SystemExit(f"distractors invalid: {report.invalid[:2]}")
     finally:
@@ -224,11 +224,11 @@ async def run(path: Path, queries: list[dict[str, Any]], target: str | Path | No
     import sqlite3
 
     outcomes = []
-    service = await Service.open(path if target is None else target, seed=False)
+    service = await Mesh.open(path if target is None else target, seed=False)
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         for query in queries:
-            envelope = await service.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
+            envelope = await service.searching.search(query["q"], env=query["env"], ecosystem=query["ecosystem"], limit=LIMIT)
             results = [{"id": r["id"], "score": r["score"], "match": r["match"],
                         "solution": (r["solution"] or {}).get("id")} for r in envelope["results"]]
             outcomes.append({"query": query, "results": results, "baseline": baseline.search(connection, query["q"], LIMIT)})

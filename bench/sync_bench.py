@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import Corpus  # noqa: E402
 
 from knowmesh_mcp.services.maintaining import write_merge  # noqa: E402
-from knowmesh_mcp.services.service import Service  # noqa: E402
+from knowmesh_mcp.services.mesh import Mesh  # noqa: E402
 
 
 def free_port() -> int:
@@ -50,9 +50,9 @@ async def wait_until_up(url: str) -> None:
     raise RuntimeError(f"{url} did not start")
 
 
-async def timed_sync(personal: Service, url: str, label: str) -> None:
+async def timed_sync(personal: Mesh, url: str, label: str) -> None:
     started = time.perf_counter()
-    report = await personal.sync_from(url)
+    report = await personal.sync.sync_from(url)
     elapsed = time.perf_counter() - started
     written = len(report.created) + len(report.updated)
     rate = f" = {written / elapsed:,.0f} nodes/s" if written else ""
@@ -62,9 +62,9 @@ async def timed_sync(personal: Service, url: str, label: str) -> None:
 
 async def bench(nodes: int, edits: int, merges: int, workdir: Path, team_db: str | None = None) -> None:
     team_db = team_db or str(workdir / "team.db")
-    team = await Service.open(team_db, seed=False)
+    team = await Mesh.open(team_db, seed=False)
     documents = [(f"synthetic-{i}", document) for i, document, _ in Corpus(seed=7).generate(nodes)]
-    created = (await team.import_documents(documents)).created
+    created = (await team.documents.import_documents(documents)).created
     async with team.store.write() as tx:  # what confirmed dedupe tasks write, without the votes
         for merged, canonical in zip(created[:2 * merges:2], created[1:2 * merges:2]):
             await write_merge(tx, merged, canonical, "active", None, "bench-maintainer", "local")
@@ -77,7 +77,7 @@ async def bench(nodes: int, edits: int, merges: int, workdir: Path, team_db: str
          "--write-limit", "0"],
         env={**os.environ, "KNOWMESH_EMPTY": "1"},
     )
-    personal = await Service.open(workdir / "personal.db", seed=False)
+    personal = await Mesh.open(workdir / "personal.db", seed=False)
     try:
         await wait_until_up(url)
         await timed_sync(personal, url, f"first sync of {nodes:,} nodes, {merges:,} of them merged into others")

@@ -23,7 +23,7 @@ from mcp import Client
 from knowmesh_mcp.api.app import build_app, server_config
 from knowmesh_mcp.mcp.server import build_mcp_server
 from knowmesh_mcp.services.remote import RemoteMesh
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 # Speed belongs to bench/, not to tests: no per-example deadline, so a busy machine cannot flake.
 settings.register_profile("knowmesh", deadline=None)
@@ -120,9 +120,9 @@ def invalid_documents(make_doc) -> list[tuple[str, dict[str, Any], str]]:
 
 
 @asynccontextmanager
-async def opened(path: Any, *, seed: bool = False) -> AsyncIterator[Service]:
-    """A real Service on a database file, closed afterwards."""
-    service = await Service.open(path, seed=seed)
+async def opened(path: Any, *, seed: bool = False) -> AsyncIterator[Mesh]:
+    """A real Mesh on a database file, closed afterwards."""
+    service = await Mesh.open(path, seed=seed)
     try:
         yield service
     finally:
@@ -130,8 +130,8 @@ async def opened(path: Any, *, seed: bool = False) -> AsyncIterator[Service]:
 
 
 @pytest.fixture
-async def sqlite_service(tmp_path) -> AsyncIterator[Service]:
-    """A Service on SQLite only: for tests of what only the embedded backend has (its file, its driver)."""
+async def sqlite_service(tmp_path) -> AsyncIterator[Mesh]:
+    """A Mesh on SQLite only: for tests of what only the embedded backend has (its file, its driver)."""
     async with opened(tmp_path / "test.db") as service:
         yield service
 
@@ -250,8 +250,8 @@ def backend() -> str:
 
 
 @pytest.fixture
-async def service(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Service]:
-    """A real Service on an empty mesh, on the test's `backend`."""
+async def service(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mesh]:
+    """A real Mesh on an empty mesh, on the test's `backend`."""
     target = tmp_path / "test.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     async with opened(target) as service:
         yield service
@@ -281,7 +281,7 @@ async def serving(app: Any, *, trust_proxy: str | None = None) -> AsyncIterator[
 
 
 @pytest.fixture
-async def base_url(service: Service) -> AsyncIterator[str]:
+async def base_url(service: Mesh) -> AsyncIterator[str]:
     """A real uvicorn server over the `service` fixture's store, on a free loopback port."""
     async with serving(build_app(service=service)) as url:
         yield url
@@ -310,7 +310,7 @@ def mcp_connect(request) -> Callable[..., Any]:
     goes through a real HTTP server and `RemoteMesh`, as `serve --stdio --remote URL` does."""
 
     @asynccontextmanager
-    async def connect(target: Service, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
+    async def connect(target: Mesh, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
         if request.param == "local":
             async with Client(build_mcp_server(lambda: target, **options), mode=mode) as client:
                 yield client

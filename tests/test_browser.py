@@ -19,7 +19,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
 
-from knowmesh_mcp.services.service import Service, load_documents
+from knowmesh_mcp.services.import_export import load_documents
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import store_dir
 
 pytestmark = pytest.mark.anyio
@@ -92,13 +93,13 @@ def browse(base_url: str, tmp_path: Path) -> dict[str, Any]:
     return seen
 
 
-async def test_pages_render_safely_on_a_phone(service: Service, base_url: str, make_doc, tmp_path: Path):
+async def test_pages_render_safely_on_a_phone(service: Mesh, base_url: str, make_doc, tmp_path: Path):
     base = make_doc()
     solution = {**base["content"]["solutions"][0],
                 "fix": ["python3 -m venv .venv", f".venv/bin/python -m pip install requests  # {PAYLOAD}",
                         "a-very-long-unbroken-token-" + "x" * 160],
                 "verify": {"command": ".venv/bin/python -c 'import requests'", "expected": "exit 0"}}
-    await service.create_node(make_doc(
+    await service.creation.create_node(make_doc(
         id=NODE,
         title=f"ModuleNotFoundError for requests {PAYLOAD}",
         content={**base["content"], "symptom": f"Import fails. {ATTRIBUTE_PAYLOAD}",
@@ -178,30 +179,30 @@ def visit_all(base_url: str, tmp_path: Path) -> dict[tuple[str, tuple[int, int]]
     return seen
 
 
-async def test_every_page_fits_both_sizes_and_hostile_text_stays_inert(service: Service, base_url: str, make_doc,
+async def test_every_page_fits_both_sizes_and_hostile_text_stays_inert(service: Mesh, base_url: str, make_doc,
                                                                          tmp_path: Path):
-    await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    await service.documents.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
     base = make_doc()
-    await service.create_node(make_doc(
+    await service.creation.create_node(make_doc(
         id=HOSTILE, title=f"Hostile history {PAYLOAD}", error="RuntimeError: hostile history widget broke",
         content={**base["content"], "symptom": f"Breaks. {ATTRIBUTE_PAYLOAD}",
                  "root_cause": "A long path: /" + "/".join(["very-long-directory-name"] * 12),
                  "solutions": base["content"]["solutions"][:1]},
     ), agent={"id": "agent-author"})
-    await service.patch_article(HOSTILE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Sharpen {PAYLOAD}",
+    await service.articles.patch_article(HOSTILE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Sharpen {PAYLOAD}",
                                 ops=[{"op": "set", "path": "/content/root_cause", "value": f"Two interpreters {PAYLOAD}"},
                                      {"op": "set", "path": "/content/solutions/venv-macos/fix/-",
                                       "value": "a-very-long-unbroken-token-" + "x" * 160}])
     for agent in ("agent-s1", "agent-s2", "agent-s3", "agent-f1"):
-        await service.report_outcome({"node": HOSTILE, "solution": "venv-macos", "env": {"os": "macos-15",
+        await service.outcomes.report_outcome({"node": HOSTILE, "solution": "venv-macos", "env": {"os": "macos-15",
                                       "runtime": "python-3.12", "pkg_manager": "pip"}, "agent": {"id": agent},
                                       "outcome": "failed" if agent == "agent-f1" else "solved",
                                       "reason": "Still broken." if agent == "agent-f1" else None,
                                       "evidence": {"exit_code": 0}})
     unsolved = make_doc(id="python/hostile-open", title=f"Open {PAYLOAD}", error="RuntimeError: hostile open gizmo",
                         content={**base["content"], "solutions": []})
-    await service.create_node(unsolved)
-    await service.file_issue({"title": f"Pages {PAYLOAD}", "body": f"Body {ATTRIBUTE_PAYLOAD}", "endpoint": "/review"})
+    await service.creation.create_node(unsolved)
+    await service.issues.file_issue({"title": f"Pages {PAYLOAD}", "body": f"Body {ATTRIBUTE_PAYLOAD}", "endpoint": "/review"})
 
     seen = await anyio.to_thread.run_sync(visit_all, base_url, tmp_path)
 

@@ -385,9 +385,9 @@ def starter_state(db: Path) -> str | None:
 
 async def made_with_starter_pending(db: Path) -> None:
     """A new knowmesh database whose starter corpus no command has loaded or declined yet."""
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.services.mesh import Mesh
 
-    service = await Service.open(db, seed=None)
+    service = await Mesh.open(db, seed=None)
     await service.close()
 
 

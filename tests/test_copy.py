@@ -1,5 +1,5 @@
 """`copy --from A --to B`: a whole mesh moved SQLite -> PostgreSQL -> SQLite, on real databases, and
-read back through the Service, which must answer exactly as the source does."""
+read back through the Mesh, which must answer exactly as the source does."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.services.submission import Submission
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import open_store
 from knowmesh_mcp.store.interface import COPIED_TABLES
 
@@ -39,78 +39,78 @@ BEN = Actor("ben", "token")
 MIA = Actor("mia", "token", role="maintainer")
 
 
-async def build_mesh(service: Service, make_doc) -> None:
+async def build_mesh(service: Mesh, make_doc) -> None:
     """A mesh with something in every table the service writes (but the sync tables)."""
-    await service.create_node(make_doc(id=NODE, error=NODE_ERROR), actor=ANN)
-    await service.create_node(make_doc(id=MERGED, error="ModuleNotFoundError: No module named 'copytest_yaml'",
+    await service.creation.create_node(make_doc(id=NODE, error=NODE_ERROR), actor=ANN)
+    await service.creation.create_node(make_doc(id=MERGED, error="ModuleNotFoundError: No module named 'copytest_yaml'",
                                        title="No module named copytest_yaml in a venv"), actor=BEN)
     problem = make_doc(id=OPEN, error="RuntimeError: the frobnicator refused to start",
                        title="The frobnicator refuses to start")
     problem["content"] = {**problem["content"], "solutions": []}
-    await service.create_node(problem, agent={"id": "cara"})
+    await service.creation.create_node(problem, agent={"id": "cara"})
     for agent in ("ann", "ben"):
-        await service.add_token(agent)
-    await service.add_token("mia", role="maintainer")
-    await service.add_token("gone")
-    await service.revoke_tokens("gone")
+        await service.tokens.add_token(agent)
+    await service.tokens.add_token("mia", role="maintainer")
+    await service.tokens.add_token("gone")
+    await service.tokens.revoke_tokens("gone")
 
-    edited = await service.patch_article(NODE, base_revision=1, ops=[{"op": "set", "path": "/title", "value": "A clearer title"}],
+    edited = await service.articles.patch_article(NODE, base_revision=1, ops=[{"op": "set", "path": "/title", "value": "A clearer title"}],
                                          agent=None, summary="clearer title", actor=ANN)
-    undone = await service.patch_article(NODE, base_revision=2, ops=[{"op": "set", "path": "/content/symptom",
+    undone = await service.articles.patch_article(NODE, base_revision=2, ops=[{"op": "set", "path": "/content/symptom",
                                                                        "value": "Import fails in the venv."}],
                                          agent=None, summary="symptom", actor=BEN)
-    await service.undo_edit(undone["revision_id"], undo_token=undone["undo_token"], agent=None, summary="undo it", actor=ANN)
+    await service.articles.undo_edit(undone["revision_id"], undo_token=undone["undo_token"], agent=None, summary="undo it", actor=ANN)
     assert edited["undo_token"]  # left unspent: its hash is copied, used_at stays empty
 
     linux = {"os": "linux", "runtime": "python-3.12", "pkg_manager": "pip"}
-    await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "solved", "env": linux,
+    await service.outcomes.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "solved", "env": linux,
                                   "evidence": {"exit_code": 0}}, actor=ANN)
-    await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
+    await service.outcomes.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
                                   "reason": "still fails"}, actor=BEN)
-    await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
+    await service.outcomes.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
                                   "reason": "forged"}, actor=Actor("mallory", "unproven"), submission=Submission(ip_hash="ab" * 32))
-    await service.report_outcome({"node": MERGED, "solution": "venv-macos", "outcome": "solved",
+    await service.outcomes.report_outcome({"node": MERGED, "solution": "venv-macos", "outcome": "solved",
                                   "env": {"os": "macos"}, "evidence": {"exit_code": 0}},
                                  actor=Actor(None, "claimed"), submission=Submission(ip_hash="cd" * 32))
-    await service.report_failed_attempt(OPEN, {"environment": linux, "summary": "reinstalled it", "reason": "same error",
+    await service.failures.report_failed_attempt(OPEN, {"environment": linux, "summary": "reinstalled it", "reason": "same error",
                                                "steps": ["pip install frobnicator --force-reinstall"]}, actor=BEN)
 
-    task = await service.open_dedupe_task({"node": MERGED, "candidate": NODE, "reason": "same interpreter mix-up"}, actor=ANN)
+    task = await service.dedupe.open_dedupe_task({"node": MERGED, "candidate": NODE, "reason": "same interpreter mix-up"}, actor=ANN)
     for voter in (ANN, BEN):
-        await service.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": NODE}, actor=voter)
-    await service.confirm_merge(task["task_id"], note="one problem", actor=MIA)
-    await service.set_status(OPEN, "deprecated", note="stale", actor=MIA)
-    await service.set_status(OPEN, "draft", note="not stale after all", actor=MIA)
+        await service.dedupe.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": NODE}, actor=voter)
+    await service.maintenance.confirm_merge(task["task_id"], note="one problem", actor=MIA)
+    await service.maintenance.set_status(OPEN, "deprecated", note="stale", actor=MIA)
+    await service.maintenance.set_status(OPEN, "draft", note="not stale after all", actor=MIA)
 
-    issue = await service.file_issue({"title": "search misses yaml", "body": "a yaml error found nothing"}, actor=BEN)
-    await service.file_issue({"title": "slow", "body": "reads are slow"}, actor=Actor(None, "claimed"), submission=Submission(ip_hash="ef" * 32))
-    await service.resolve_issue(issue["issue_number"], "closed", note="fixed in the ranking", actor=MIA)
+    issue = await service.issues.file_issue({"title": "search misses yaml", "body": "a yaml error found nothing"}, actor=BEN)
+    await service.issues.file_issue({"title": "slow", "body": "reads are slow"}, actor=Actor(None, "claimed"), submission=Submission(ip_hash="ef" * 32))
+    await service.maintenance.resolve_issue(issue["issue_number"], "closed", note="fixed in the ranking", actor=MIA)
 
 
-async def answers(service: Service) -> dict[str, Any]:
-    """Everything a reader sees, through the Service."""
-    ids = [document["id"] async for document in service.export_documents()]
+async def answers(service: Mesh) -> dict[str, Any]:
+    """Everything a reader sees, through the Mesh."""
+    ids = [document["id"] async for document in service.documents.export_documents()]
     seen: dict[str, Any] = {"ids": ids, "per_node": {}}
     for node_id in ids:
         try:
-            read: Any = (await service.read_node(node_id, service.read_request(env=ENV))).body
+            read: Any = (await service.nodes.read_node(node_id, service.nodes.read_request(env=ENV))).body
         except KnowmeshError as error:
             read = (error.status, error.top_level.get("canonical", {}).get("id"))
         seen["per_node"][node_id] = {
             "read": read,
-            "history": await service.article_history(node_id, include="documents"),
-            "feedback": await service.list_feedback(node_id),
-            "failures": await service.list_failures(node_id),
+            "history": await service.articles.article_history(node_id, include="documents"),
+            "feedback": await service.outcomes.list_feedback(node_id),
+            "failures": await service.failures.list_failures(node_id),
         }
-    found = {q: (await service.search(q, env=ENV))["results"] for q in QUERIES}
+    found = {q: (await service.searching.search(q, env=ENV))["results"] for q in QUERIES}
     seen["search"] = {q: [r["id"] for r in results] for q, results in found.items()}
     seen["search_head"] = {q: [(r["id"], r["score"]) for r in results if r["score"] >= 0.01] for q, results in found.items()}
-    seen["audit"] = await service.audit_log()
-    seen["tokens"] = await service.list_tokens()
-    seen["changes"] = await service.changes(limit=1000)
-    seen["issues"] = await service.list_issues()
+    seen["audit"] = await service.maintenance.audit_log()
+    seen["tokens"] = await service.tokens.list_tokens()
+    seen["changes"] = await service.feed.changes(limit=1000)
+    seen["issues"] = await service.issues.list_issues()
     seen["dedupe"] = await service.store.dedupe_tasks(None, 100)
-    seen["review"] = await service.review_queue()
+    seen["review"] = await service.review.review_queue()
     seen["conflicts"] = await service.store.sync_conflicts()
     return seen
 
@@ -123,23 +123,23 @@ async def rows_of(target: str) -> dict[str, list[tuple[Any, ...]]]:
         await store.close()
 
 
-async def edit(service: Service, node_id: str, path: str, value: str, actor: Actor) -> None:
-    base = (await service.read_article(node_id)).body["revision"]
-    await service.patch_article(node_id, base_revision=base, ops=[{"op": "set", "path": path, "value": value}],
+async def edit(service: Mesh, node_id: str, path: str, value: str, actor: Actor) -> None:
+    base = (await service.articles.read_article(node_id)).body["revision"]
+    await service.articles.patch_article(node_id, base_revision=base, ops=[{"op": "set", "path": path, "value": value}],
                                 agent=None, summary=f"set {path}", actor=actor)
 
 
-async def sync_with_a_conflict(service: Service, team: Service, make_doc) -> None:
+async def sync_with_a_conflict(service: Mesh, team: Mesh, make_doc) -> None:
     """sync_state, synced_nodes, a sync conflict with its moved revisions, and synced feedback."""
-    await team.create_node(make_doc(id=TEAM, error="ModuleNotFoundError: No module named 'copytest_team'"),
+    await team.creation.create_node(make_doc(id=TEAM, error="ModuleNotFoundError: No module named 'copytest_team'"),
                            agent={"id": "team-agent"})
     async with serving(build_app(service=team, write_limit=0)) as url:
-        await service.sync_from(url)
+        await service.sync.sync_from(url)
         await edit(service, TEAM, "/content/root_cause", "My local root cause.", ANN)
         await edit(team, TEAM, "/content/root_cause", "Team root cause.", Actor("team-agent", "claimed"))
-        await team.report_outcome({"node": TEAM, "solution": "venv-macos", "outcome": "solved", "env": {"os": "macos"},
+        await team.outcomes.report_outcome({"node": TEAM, "solution": "venv-macos", "outcome": "solved", "env": {"os": "macos"},
                                    "evidence": {"exit_code": 0}}, actor=Actor("team-agent", "claimed"))
-        report = await service.sync_from(url)
+        report = await service.sync.sync_from(url)
     assert len(report.conflicts) == 1 and report.evidence == 1
 
 
@@ -183,14 +183,14 @@ async def test_writes_after_a_copy_to_postgresql_continue_its_numbering(source, 
     copied = await rows_of(pg_database)
     last = {name: max(row[0] for row in copied[name]) for name in ("feedback", "service_issues", "maintainer_actions")}
     async with opened(pg_database) as service:
-        before = (await service.changes(limit=1000))["changes"]
+        before = (await service.feed.changes(limit=1000))["changes"]
         linux = {"os": "linux", "runtime": "python-3.12", "pkg_manager": "pip"}
-        report = await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "solved", "env": linux,
+        report = await service.outcomes.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "solved", "env": linux,
                                                "evidence": {"exit_code": 0}}, actor=Actor("dan", "token"))
-        issue = await service.file_issue({"title": "after the copy", "body": "numbers go on"}, actor=BEN)
-        action = await service.set_status(NODE, "verified", actor=MIA)
-        await service.create_node(make_doc(id="python/copy-after", error="ModuleNotFoundError: No module named 'copytest_after'"))
-        after = (await service.changes(limit=1000))["changes"]
+        issue = await service.issues.file_issue({"title": "after the copy", "body": "numbers go on"}, actor=BEN)
+        action = await service.maintenance.set_status(NODE, "verified", actor=MIA)
+        await service.creation.create_node(make_doc(id="python/copy-after", error="ModuleNotFoundError: No module named 'copytest_after'"))
+        after = (await service.feed.changes(limit=1000))["changes"]
     assert (report["id"], issue["issue_number"], action["action_id"]) == (
         last["feedback"] + 1, last["service_issues"] + 1, last["maintainer_actions"] + 1)
     assert [c["id"] for c in after[-2:]] == [NODE, "python/copy-after"]
@@ -241,16 +241,16 @@ async def test_the_copy_goes_on_where_the_source_went_on(source, tmp_path, make_
     target = str(tmp_path / "target.db")
     await copy_mesh(source, target)
     async with opened(source) as service:
-        base = (await service.read_article(OPEN)).body["revision"]
-        await service.patch_article(OPEN, base_revision=base, ops=[{"op": "set", "path": "/title", "value": "Frobnicator"}],
+        base = (await service.articles.read_article(OPEN)).body["revision"]
+        await service.articles.patch_article(OPEN, base_revision=base, ops=[{"op": "set", "path": "/title", "value": "Frobnicator"}],
                                     agent=None, summary="shorter", actor=BEN)
-        await service.create_node(make_doc(id="python/copy-later", error="ModuleNotFoundError: No module named 'copytest_later'"))
+        await service.creation.create_node(make_doc(id="python/copy-later", error="ModuleNotFoundError: No module named 'copytest_later'"))
         expected = await answers(service)
     later = await copy_mesh(source, target)
     assert later.copied["nodes"] == 1 and later.updated["nodes"] >= 1 and later.reindexed == 2
     async with opened(target) as service:
         assert await answers(service) == expected
-        assert (await service.search("Frobnicator"))["results"][0]["id"] == OPEN
+        assert (await service.searching.search("Frobnicator"))["results"][0]["id"] == OPEN
 
 
 @pytest.mark.slow
@@ -276,7 +276,7 @@ async def test_a_big_copy_indexes_in_a_process_pool_exactly_as_a_small_one(sourc
 
     async with opened(source) as service:  # moved nodes are reindexed in the pool too
         await edit(service, OPEN, "/title", "Frobnicator refuses", BEN)
-        await service.create_node(make_doc(id="python/copy-later", error="ModuleNotFoundError: No module named 'copytest_later'"))
+        await service.creation.create_node(make_doc(id="python/copy-later", error="ModuleNotFoundError: No module named 'copytest_later'"))
         expected = await answers(service)
     pooled_pages.clear()
     assert (await copy_mesh(source, parallel)).reindexed == 2 and pooled_pages == [1, 1]
@@ -290,7 +290,7 @@ async def test_a_big_copy_indexes_in_a_process_pool_exactly_as_a_small_one(sourc
 async def test_a_target_holding_another_mesh_is_refused_and_left_alone(source, tmp_path, pg_database, make_doc):
     for target in (str(tmp_path / "other.db"), pg_database):
         async with opened(target) as service:
-            await service.create_node(make_doc(id=NODE, error=NODE_ERROR), agent={"id": "someone-else"})  # another history
+            await service.creation.create_node(make_doc(id=NODE, error=NODE_ERROR), agent={"id": "someone-else"})  # another history
         before = await rows_of(target)
         with pytest.raises(KnowmeshError) as refused:
             await copy_mesh(source, target)
@@ -313,7 +313,7 @@ async def test_the_copy_of_a_mesh_without_a_starter_corpus_never_gets_one(tmp_pa
     starter corpus pending) must not be seeded by the first service that opens it."""
     old = str(tmp_path / "old.db")
     async with opened(old) as service:
-        await service.create_node(make_doc(id=NODE, error=NODE_ERROR))
+        await service.creation.create_node(make_doc(id=NODE, error=NODE_ERROR))
     with sqlite3.connect(old) as connection:
         connection.execute("DELETE FROM meta WHERE key = 'starter_corpus'")
     for target in (pg_database, str(tmp_path / "copy.db")):
@@ -352,15 +352,15 @@ async def test_a_big_copy_into_sqlite_merges_each_search_table_into_one_segment(
         document = make_doc(id=f"python/long-{i}", error=f"KeyError: 'long{i}'")
         document["content"]["context"] = " ".join(words[(i * 7919 + j * 104_729) % len(words)] for j in range(300))
         documents.append((f"{i}.json", document))
-    service = await Service.open(tmp_path / "source.db", seed=False)
+    service = await Mesh.open(tmp_path / "source.db", seed=False)
     try:
-        assert len((await service.import_documents(documents)).created) == 800
+        assert len((await service.documents.import_documents(documents)).created) == 800
     finally:
         await service.close()
     await copy_mesh(str(tmp_path / "source.db"), str(tmp_path / "target.db"))
     assert [fts5_segments(tmp_path / "target.db", table) for table in SEARCH_TABLES] == [1, 1, 1]
-    copied = await Service.open(tmp_path / "target.db", seed=False)
+    copied = await Mesh.open(tmp_path / "target.db", seed=False)
     try:
-        assert (await copied.search("KeyError: 'long417'"))["results"][0]["id"] == "python/long-417"
+        assert (await copied.searching.search("KeyError: 'long417'"))["results"][0]["id"] == "python/long-417"
     finally:
         await copied.close()

@@ -16,7 +16,7 @@ from mcp import Client
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.evidence import Report, replay, score, wilson_lower_bound
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -105,8 +105,8 @@ def test_score_is_a_wilson_bound_with_prior_and_half_life():
 # -- the loop through the service ----------------------------------------------------------------
 
 @pytest.fixture
-async def node(service: Service, make_doc) -> Service:
-    await service.create_node(make_doc())
+async def node(service: Mesh, make_doc) -> Mesh:
+    await service.creation.create_node(make_doc())
     return service
 
 
@@ -120,19 +120,19 @@ def report(outcome: str, agent: str | None, **extra) -> dict:
     return {**body, **extra}
 
 
-async def read_mac(service: Service) -> dict:
-    return (await service.read_node(NODE, service.read_request(env=MAC_ENV))).body
+async def read_mac(service: Mesh) -> dict:
+    return (await service.nodes.read_node(NODE, service.nodes.read_request(env=MAC_ENV))).body
 
 
 @pytest.mark.anyio
-async def test_verified_then_known_failed_then_disputed_then_cleared(node: Service):
+async def test_verified_then_known_failed_then_disputed_then_cleared(node: Mesh):
     for agent in ("s1", "s2"):
-        await node.report_outcome(report("solved", agent))
+        await node.outcomes.report_outcome(report("solved", agent))
     assert (await read_mac(node))["answer_state"] == "verified"
 
-    first = await node.report_outcome(report("failed", "f1"))
+    first = await node.outcomes.report_outcome(report("failed", "f1"))
     assert first["failure_state"] == "reported_failed" and "next" not in first
-    second = await node.report_outcome(report("failed", "f2"))
+    second = await node.outcomes.report_outcome(report("failed", "f2"))
     assert second["failure_state"] == "known_failed" and second["next"]["report_failed_solution"]["tool"] == "report_outcome"
 
     blocked = await read_mac(node)
@@ -142,45 +142,45 @@ async def test_verified_then_known_failed_then_disputed_then_cleared(node: Servi
     assert blocked["next"]["patch_article"]["body"]["ops"][0]["path"] == "/content/solutions/venv-macos/fix"
     assert blocked["next"]["patch_article"]["body"]["base_revision"] == 1
     assert blocked["next"]["candidate_state"] == "draft"
-    assert "No usable answer for this environment." in (await node.read_node(NODE, node.read_request(env=MAC_ENV))).markdown()
-    found = (await node.search("ModuleNotFoundError: No module named 'requests'", env=MAC_ENV))["results"][0]
+    assert "No usable answer for this environment." in (await node.nodes.read_node(NODE, node.nodes.read_request(env=MAC_ENV))).markdown()
+    found = (await node.searching.search("ModuleNotFoundError: No module named 'requests'", env=MAC_ENV))["results"][0]
     assert found["id"] == NODE and found["solution"] is None and found["failed_solutions"][0]["state"] == "known_failed"
     # Another cluster is not affected.
-    linux = await node.read_node(NODE, node.read_request(env="ubuntu-24.04,python-3.12,pip"))
+    linux = await node.nodes.read_node(NODE, node.nodes.read_request(env="ubuntu-24.04,python-3.12,pip"))
     assert [s["id"] for s in linux.body["content"]["solutions"]] == ["venv-linux"]
 
-    disputed = await node.report_outcome(report("solved", "s3"))
+    disputed = await node.outcomes.report_outcome(report("solved", "s3"))
     assert disputed["failure_state"] == "disputed" and disputed["next"]["reason"] == "disputed_answer"
     shown = await read_mac(node)
     assert shown["content"]["solutions"][0]["evidence"] == {"failure_state": "disputed", "solved_agents": 3,
                                                            "failed_agents": 2, "cluster": "macos|python-3|pip"}
-    cleared = await node.report_outcome(report("solved", "s4"))
+    cleared = await node.outcomes.report_outcome(report("solved", "s4"))
     assert (cleared["failure_state"], cleared["answer_state"]) == ("cleared", "verified")
     assert [s["id"] for s in (await read_mac(node))["content"]["solutions"]] == ["venv-macos"]
 
 
 @pytest.mark.anyio
-async def test_a_new_fix_starts_clean_while_a_title_edit_keeps_the_failure(node: Service):
+async def test_a_new_fix_starts_clean_while_a_title_edit_keeps_the_failure(node: Mesh):
     for agent in ("f1", "f2"):
-        await node.report_outcome(report("failed", agent))
-    retitled = await node.patch_article(NODE, base_revision=1, agent={"id": "e"}, summary="title",
+        await node.outcomes.report_outcome(report("failed", agent))
+    retitled = await node.articles.patch_article(NODE, base_revision=1, agent={"id": "e"}, summary="title",
                                         ops=[{"op": "set", "path": "/content/solutions/venv-macos/title", "value": "New"}])
     assert retitled["solutions"]["venv-macos"] == 1
     assert (await read_mac(node))["no_known_working_solution"] is True  # still attached
-    fixed = await node.patch_article(NODE, base_revision=2, agent={"id": "e"}, summary="new fix", ops=[
+    fixed = await node.articles.patch_article(NODE, base_revision=2, agent={"id": "e"}, summary="new fix", ops=[
         {"op": "set", "path": "/content/solutions/venv-macos/fix/0", "value": "/opt/homebrew/bin/python3 -m venv .venv"}])
     assert fixed["solutions"]["venv-macos"] == 2
     fresh = await read_mac(node)
     assert [(s["id"], s["revision"], s["answer_state"]) for s in fresh["content"]["solutions"]] == [("venv-macos", 2, "draft")]
-    again = await node.report_outcome(report("failed", "f1"))  # the same agent may judge the new revision
+    again = await node.outcomes.report_outcome(report("failed", "f1"))  # the same agent may judge the new revision
     assert (again["revision"], again["failure_state"]) == (2, "reported_failed")
 
 
 @pytest.mark.anyio
-async def test_report_validation(node: Service):
+async def test_report_validation(node: Mesh):
     async def refused(body: dict, status: int, code: str) -> None:
         with pytest.raises(KnowmeshError) as caught:
-            await node.report_outcome(body)
+            await node.outcomes.report_outcome(body)
         assert (caught.value.status, caught.value.code) == (status, code), caught.value.to_body()
 
     await refused(report("solved", "a", evidence={"exit_code": 1}), 400, "invalid_feedback")
@@ -194,24 +194,24 @@ async def test_report_validation(node: Service):
     await refused(report("solved", "a", solution="nope"), 404, "solution_not_found")
     await refused(report("solved", "a", revision=7), 404, "revision_not_found")
     await refused(report("solved", "a", node_version="sha256:" + "0" * 64), 404, "version_not_found")
-    await node.report_outcome(report("solved", "a"))
+    await node.outcomes.report_outcome(report("solved", "a"))
     await refused(report("solved", "a"), 409, "duplicate_report")
-    anonymous = await node.report_outcome(report("solved", None))
+    anonymous = await node.outcomes.report_outcome(report("solved", None))
     assert anonymous["anonymous"] is True
 
 
 @pytest.mark.anyio
-async def test_stats_on_reads(node: Service):
+async def test_stats_on_reads(node: Mesh):
     before = (await read_mac(node))["stats"]
     assert before["sample_size"] == 0 and before["stale"] is True and before["success_score"] > 0
-    await node.report_outcome(report("solved", "a"))
+    await node.outcomes.report_outcome(report("solved", "a"))
     after = (await read_mac(node))["stats"]
     assert after["sample_size"] == 1 and after["stale"] is False and after["success_score"] > before["success_score"]
     assert after["last_verified"] is not None
 
 
 @pytest.mark.anyio
-async def test_feedback_over_http_and_mcp(node: Service, mcp_connect):
+async def test_feedback_over_http_and_mcp(node: Mesh, mcp_connect):
     app = build_app(service=node, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         accepted = await client.post("/v1/feedback", json=report("failed", "f1"))
@@ -243,38 +243,38 @@ def attempt(**extra) -> dict:
 
 
 @pytest.mark.anyio
-async def test_failed_attempts_while_no_answer_applies_then_archived_by_one(node: Service):
+async def test_failed_attempts_while_no_answer_applies_then_archived_by_one(node: Mesh):
     refused = pytest.raises(KnowmeshError)
     with refused as caught:
-        await node.report_failed_attempt(NODE, attempt(environment=MAC))
+        await node.failures.report_failed_attempt(NODE, attempt(environment=MAC))
     assert (caught.value.status, caught.value.code) == (409, "answer_exists")
     assert caught.value.details["solution"] == "venv-macos"
 
-    accepted = await node.report_failed_attempt(NODE, attempt())
+    accepted = await node.failures.report_failed_attempt(NODE, attempt())
     assert accepted["archived"] is False
-    windows = (await node.read_node(NODE, node.read_request(env="windows-11,python-3.12"))).body
+    windows = (await node.nodes.read_node(NODE, node.nodes.read_request(env="windows-11,python-3.12"))).body
     assert [f["summary"] for f in windows["failures"]] == ["Reinstalled with the system pip."]
     assert "failures" not in (await read_mac(node))  # a usable answer: no dead ends shown
 
     answer = {"id": "venv-windows", "env": ["windows"], "fix": ["py -m venv .venv", r".venv\Scripts\python -m pip install requests"],
               "verify": {"command": r'.venv\Scripts\python -c "import requests"'}}
-    edit = await node.patch_article(NODE, base_revision=1, agent={"id": "agent-w"}, summary="Windows answer",
+    edit = await node.articles.patch_article(NODE, base_revision=1, agent={"id": "agent-w"}, summary="Windows answer",
                                     ops=[{"op": "set", "path": "/content/solutions/-", "value": answer}])
-    listed = (await node.list_failures(NODE))["failures"]
+    listed = (await node.failures.list_failures(NODE))["failures"]
     assert listed[0]["archived"] is True and listed[0]["archived_by_revision"] == edit["revision_id"]
-    plain = (await node.read_node(NODE, node.read_request(env="windows-11,python-3.12"))).body
+    plain = (await node.nodes.read_node(NODE, node.nodes.read_request(env="windows-11,python-3.12"))).body
     assert "failures" not in plain
-    restored = (await node.read_node(NODE, node.read_request(env="windows-11", include="archived_failures"))).body
+    restored = (await node.nodes.read_node(NODE, node.nodes.read_request(env="windows-11", include="archived_failures"))).body
     assert restored["failures"][0]["archived"] is True
 
     for bad in (attempt(steps=[]), attempt(summary=" "), attempt(environment={}), attempt(reason=None), [1]):
         with pytest.raises(KnowmeshError) as caught:
-            await node.report_failed_attempt(NODE, bad)
+            await node.failures.report_failed_attempt(NODE, bad)
         assert caught.value.status == 400
 
 
 @pytest.mark.anyio
-async def test_failures_and_rate_limit_over_http(node: Service):
+async def test_failures_and_rate_limit_over_http(node: Mesh):
     app = build_app(service=node, with_mcp=False, write_limit=3)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         posted = await client.post(f"/v1/nodes/{NODE}/failures", json=attempt())
@@ -295,7 +295,7 @@ async def test_failures_and_rate_limit_over_http(node: Service):
 
 
 @pytest.mark.anyio
-async def test_simultaneous_submissions_never_pass_the_write_limit(node: Service):
+async def test_simultaneous_submissions_never_pass_the_write_limit(node: Mesh):
     """The allowance is counted in each submission's own transaction: twelve reports of one agent
     at once under a limit of 3 store exactly 3 (a check before the write and a count after it let
     every one of them pass the check)."""
@@ -311,7 +311,7 @@ async def test_simultaneous_submissions_never_pass_the_write_limit(node: Service
     assert len(stored) == 3
 
 
-async def refuse_write_counts(service: Service) -> Callable[[], None]:
+async def refuse_write_counts(service: Mesh) -> Callable[[], None]:
     """A database fault at the last statement of a submission: the write counter's table refuses
     rows (a trigger), as a full disk or a lost connection would at that moment. Returns the undo."""
     if service.store.shared:
@@ -339,7 +339,7 @@ async def refuse_write_counts(service: Service) -> Callable[[], None]:
 
 
 @pytest.mark.anyio
-async def test_a_submission_that_fails_to_commit_stores_nothing_and_its_retry_is_accepted(node: Service):
+async def test_a_submission_that_fails_to_commit_stores_nothing_and_its_retry_is_accepted(node: Mesh):
     """An error answer means nothing written: the count is part of the report's transaction. It was
     a second transaction after the report committed, so a fault there answered a stored report
     with a 500, and the retry with 409 duplicate_report."""
@@ -358,14 +358,14 @@ async def test_a_submission_that_fails_to_commit_stores_nothing_and_its_retry_is
 # -- review queue -------------------------------------------------------------------------------
 
 @pytest.mark.anyio
-async def test_review_queue_orders_reasons_and_carries_requests(node: Service, make_doc, mcp_connect):
+async def test_review_queue_orders_reasons_and_carries_requests(node: Mesh, make_doc, mcp_connect):
     open_problem = make_doc(id="python/open-one", error="RuntimeError: zq open problem")
     open_problem["content"]["solutions"] = []
-    await node.create_node(open_problem)
+    await node.creation.create_node(open_problem)
     for agent in ("f1", "f2"):
-        await node.report_outcome(report("failed", agent))
-    await node.report_outcome(report("solved", "s1", solution="venv-linux", env={"os": "linux", "runtime": "python-3.12"}))
-    queue = await node.review_queue(limit=10)
+        await node.outcomes.report_outcome(report("failed", agent))
+    await node.outcomes.report_outcome(report("solved", "s1", solution="venv-linux", env={"os": "linux", "runtime": "python-3.12"}))
+    queue = await node.review.review_queue(limit=10)
     reasons = [item["reason"] for item in queue["items"]]
     assert reasons[:2] == ["failed_answer", "unsolved"]
     assert reasons == sorted(reasons, key=queue["reasons"].index)
@@ -378,7 +378,7 @@ async def test_review_queue_orders_reasons_and_carries_requests(node: Service, m
     assert unsolved["id"] == "python/open-one" and list(unsolved["next"]) == ["patch_article"]
     assert unsolved["next"]["patch_article"]["body"]["ops"][0]["path"] == "/content/solutions/-"
     with pytest.raises(KnowmeshError):
-        await node.review_queue(limit=0)
+        await node.review.review_queue(limit=0)
     app = build_app(service=node, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         as_json = await client.get("/v1/review", params={"limit": 2})
@@ -394,9 +394,9 @@ async def test_review_queue_orders_reasons_and_carries_requests(node: Service, m
 # -- dedupe -------------------------------------------------------------------------------------
 
 @pytest.mark.anyio
-async def test_dedupe_votes_flag_or_close_a_pair(node: Service, make_doc):
-    await node.create_node(make_doc(id="python/requests-missing", error="ImportError: No module named requests here"))
-    await node.create_node(make_doc(id="python/numpy-missing", error="ImportError: numpy is gone"))
+async def test_dedupe_votes_flag_or_close_a_pair(node: Mesh, make_doc):
+    await node.creation.create_node(make_doc(id="python/requests-missing", error="ImportError: No module named requests here"))
+    await node.creation.create_node(make_doc(id="python/numpy-missing", error="ImportError: numpy is gone"))
     app = build_app(service=node, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         task = (await client.post("/v1/dedupe/tasks", json={"node": "python/requests-missing", "candidate": NODE,
@@ -409,7 +409,7 @@ async def test_dedupe_votes_flag_or_close_a_pair(node: Service, make_doc):
         assert (await client.post(votes, json={"vote": "same", "canonical_id": NODE, "agent": {"id": "a"}})).status_code == 409
         flagged = await client.post(votes, json={"vote": "same", "canonical_id": NODE, "agent": {"id": "b"}})
         assert (flagged.json()["status"], flagged.json()["canonical_id"]) == ("flagged", NODE)
-        assert (await node.read_node("python/requests-missing")).body["id"] == "python/requests-missing"  # never merged
+        assert (await node.nodes.read_node("python/requests-missing")).body["id"] == "python/requests-missing"  # never merged
 
         other = (await client.post("/v1/dedupe/tasks", json={"node": "python/numpy-missing", "candidate": NODE})).json()
         other_votes = f"/v1/dedupe/tasks/{other['task_id']}/votes"
@@ -477,13 +477,13 @@ async def play_the_loop(agent) -> None:
 
 
 @pytest.mark.anyio
-async def test_the_loop_over_http(node: Service):
+async def test_the_loop_over_http(node: Mesh):
     app = build_app(service=node, with_mcp=False, write_limit=0)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         await play_the_loop(HttpAgent(client))
 
 
 @pytest.mark.anyio
-async def test_the_loop_over_mcp(node: Service, mcp_connect):
+async def test_the_loop_over_mcp(node: Mesh, mcp_connect):
     async with mcp_connect(node, mode="legacy") as client:
         await play_the_loop(McpAgent(client))

@@ -20,7 +20,7 @@ import httpx2
 import pytest
 
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import serving
 from test_evidence import MAC_ENV, NODE, HttpAgent, McpAgent, play_the_loop, report
@@ -34,13 +34,13 @@ TRANSPORTS = ("http", "mcp")
 
 
 @pytest.fixture
-async def node(service: Service, make_doc) -> Service:
-    await service.create_node(make_doc())
+async def node(service: Mesh, make_doc) -> Mesh:
+    await service.creation.create_node(make_doc())
     return service
 
 
-async def tokens_for(service: Service, *agents: str) -> dict[str, str]:
-    return {agent: (await service.add_token(agent))["token"] for agent in agents}
+async def tokens_for(service: Mesh, *agents: str) -> dict[str, str]:
+    return {agent: (await service.tokens.add_token(agent))["token"] for agent in agents}
 
 
 @asynccontextmanager
@@ -103,7 +103,7 @@ async def top_result(reader: Any) -> dict:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_the_loop_played_by_proven_agents(node: Service, transport: str):
+async def test_the_loop_played_by_proven_agents(node: Mesh, transport: str):
     """Six agents, each with its own token, on a mesh that requires one: two solved make the macOS
     answer verified, two failures make it known_failed and hidden from reads and search, two more
     solved dispute then clear it. Every stored report says who proved it: the token's agent."""
@@ -125,7 +125,7 @@ FORGED = [("solved", "s1"), ("solved", "s2"), ("failed", "f1"), ("failed", "f2")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_forged_ids_change_nothing_a_reader_relies_on(node: Service, transport: str):
+async def test_forged_ids_change_nothing_a_reader_relies_on(node: Mesh, transport: str):
     """One client without a token sends the whole loop under the ids s1..s4, f1, f2 and four more
     sybils, on a mesh with auth optional. Every report is accepted and kept under its claimed id,
     marked unproven; but after each one the macOS answer is still served (never known_failed, still
@@ -146,7 +146,7 @@ async def test_forged_ids_change_nothing_a_reader_relies_on(node: Service, trans
     assert rows == [(claimed, "unproven", False) for _, claimed in FORGED], "kept and shown under the claimed id"
 
 
-async def test_a_token_cannot_carry_someone_elses_id(node: Service):
+async def test_a_token_cannot_carry_someone_elses_id(node: Mesh):
     """alice's token with a body naming sybil-1 is refused (403 agent_mismatch) over /v1 and /mcp,
     even where writes without a token are accepted, and nothing is stored."""
     token = (await tokens_for(node, "alice"))["alice"]
@@ -158,13 +158,13 @@ async def test_a_token_cannot_carry_someone_elses_id(node: Service):
     assert refused.status_code == 403, refused.text
     assert (refused.json()["error"]["code"], refused.json()["error"]["field"]) == ("agent_mismatch", "agent.id")
     assert via_mcp.is_error and '"agent_mismatch"' in via_mcp.content[0].text
-    assert (await node.list_feedback(NODE))["feedback"] == []
+    assert (await node.outcomes.list_feedback(NODE))["feedback"] == []
 
 
 # -- mixed: the unproven are one voice at most, beside the proven ----------------------------
 
 
-async def test_many_unproven_failures_beside_one_proven_are_still_one_vote(node: Service):
+async def test_many_unproven_failures_beside_one_proven_are_still_one_vote(node: Mesh):
     """One proven failure and six unproven ones leave the answer reported_failed and served; a
     second proven agent's failure makes it known_failed and hides it from reads and search."""
     tokens = await tokens_for(node, "f1", "f2")

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from knowmesh_mcp.cli.main import build_parser
 from knowmesh_mcp.mcp.server import TOOL_NAMES
-from knowmesh_mcp.services.service import load_documents
+from knowmesh_mcp.services.import_export import load_documents
 from knowmesh_mcp.store import store_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
@@ -184,7 +184,7 @@ async def test_the_vscode_stdio_entry_starts_a_working_server(tmp_path):
 
 
 async def test_the_remote_desktop_entry_reaches_the_mesh(service, base_url, make_doc, tmp_path):
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     (entry,) = load("claude_desktop_config.remote.json")["mcpServers"].values()
     entry = {**entry, "args": [base_url if arg == "http://HOST:8765" else arg for arg in entry["args"]]}
     async with Client(stdio_server(entry, tmp_path)) as client:
@@ -301,13 +301,13 @@ def fixable(make_doc, tmp_path: Path, node_id: str) -> tuple[dict[str, Any], Pat
 
 async def feedback_rows(service, node_id: str) -> list[dict[str, Any]]:
     names = ("outcome", "agent_id", "node_version", "solution_revision", "cluster", "exit_code", "reason")
-    rows = (await service.list_feedback(node_id))["feedback"]
+    rows = (await service.outcomes.list_feedback(node_id))["feedback"]
     return [{name: row[name] for name in names} for row in rows]
 
 
 async def test_agent_loop_reports_solved_only_once_the_applied_fix_makes_verify_pass(service, base_url, make_doc, tmp_path):
     document, marker = fixable(make_doc, tmp_path, "python/loop-fixed")
-    created = await service.create_node(document)
+    created = await service.creation.create_node(document)
     command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--yes",
                "--applied-on-stdin", "--agent-id", "a1", document["signature"]["error"]]
     at_the_question: dict[str, Any] = {}
@@ -331,13 +331,13 @@ async def test_agent_loop_reports_solved_only_once_the_applied_fix_makes_verify_
         "outcome": "solved", "agent_id": "a1", "node_version": created["version"], "solution_revision": 1,
         "cluster": "linux|python-3|", "exit_code": 0, "reason": None,
     }]
-    read = (await service.read_node(document["id"], service.read_request(env="linux,python-3.12"))).body
+    read = (await service.nodes.read_node(document["id"], service.nodes.read_request(env="linux,python-3.12"))).body
     assert read["stats"]["sample_size"] == 1
 
 
 async def test_agent_loop_reports_failed_when_verify_still_fails_after_the_fix(service, base_url, make_doc, tmp_path):
     document, marker = fixable(make_doc, tmp_path, "python/loop-not-fixed")
-    await service.create_node(document)
+    await service.creation.create_node(document)
 
     failed = await loop(base_url, "--env", "linux,python-3.12", "--yes", "--applied-on-stdin", "--agent-id", "a1",
                         document["signature"]["error"], input=b"y\n")  # "applied", but the marker never appears
@@ -351,7 +351,7 @@ async def test_agent_loop_reports_failed_when_verify_still_fails_after_the_fix(s
 
 async def test_agent_loop_reports_nothing_when_the_baseline_already_passes(service, base_url, make_doc):
     document = node_with_verify(make_doc, "python/loop-passes", "KnowmeshLoopError: the widget frobnicator stalled", "exit 0")
-    await service.create_node(document)
+    await service.creation.create_node(document)
 
     for extra in (["--applied-on-stdin"], []):
         passed = await loop(base_url, "--env", "linux,python-3.12", "--yes", *extra, "--agent-id", "a1",
@@ -365,7 +365,7 @@ async def test_agent_loop_reports_nothing_when_the_baseline_already_passes(servi
 
 async def test_agent_loop_reports_nothing_when_the_fix_is_not_confirmed(service, base_url, make_doc, tmp_path):
     document, marker = fixable(make_doc, tmp_path, "python/loop-declined")
-    await service.create_node(document)
+    await service.creation.create_node(document)
     error = document["signature"]["error"]
 
     for extra, stdin, said in ((["--applied-on-stdin"], b"n\n", "Fix not confirmed"),
@@ -380,7 +380,7 @@ async def test_agent_loop_reports_nothing_when_the_fix_is_not_confirmed(service,
 
 async def test_agent_loop_sends_nothing_without_consent_or_in_a_dry_run(service, base_url, make_doc, tmp_path):
     document, marker = fixable(make_doc, tmp_path, "python/loop-dry")
-    await service.create_node(document)
+    await service.creation.create_node(document)
     error = document["signature"]["error"]
     command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--yes", "--dry-run",
                "--applied-on-stdin", "--agent-id", "a1", error]
@@ -402,7 +402,7 @@ async def test_agent_loop_sends_nothing_without_consent_or_in_a_dry_run(service,
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 async def test_agent_loop_asks_at_the_terminal_before_verify_and_after_the_fix(service, base_url, make_doc, tmp_path):
     document, marker = fixable(make_doc, tmp_path, "python/loop-asks")
-    await service.create_node(document)
+    await service.creation.create_node(document)
     command = [sys.executable, str(AGENT_LOOP), "--url", base_url, "--env", "linux,python-3.12", "--agent-id", "a1",
                document["signature"]["error"]]
 
@@ -430,7 +430,7 @@ async def test_agent_loop_guides_when_nothing_matches_and_fails_on_http_errors(s
     assert "POST /v1/nodes" in nothing.stdout and '"solutions": []' in nothing.stdout
 
     document = node_with_verify(make_doc, "python/loop-anonymous", "GizmoSprocketTimeout: no answer from the sprocket", "exit 3")
-    await service.create_node(document)
+    await service.creation.create_node(document)
     anonymous = await loop(base_url, "--env", "linux", "--yes", "--applied-on-stdin", document["signature"]["error"],
                            input=b"y\n")  # failed needs agent.id
     assert anonymous.returncode == 1
@@ -472,7 +472,7 @@ async def test_agent_loop_shows_a_weak_starter_result_as_a_guess_and_runs_and_re
     """The reproduction of issue 48: a Python KeyError against the starter corpus, whose best result
     is about something else. Under --yes (and a harness's "y" on stdin) it was offered as "Top match",
     its verify command ran, and its exit code was read as "the problem is present"."""
-    await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    await service.documents.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
     env = "ubuntu-24.04,python-3.12,pip"
     found = await searched(http, GUESSED_ERROR, env)
     assert found["results"], "the starter corpus returns hints for this error"
@@ -506,7 +506,7 @@ def guessed_node(make_doc, tmp_path: Path) -> tuple[dict[str, Any], Path, Path]:
 async def test_agent_loop_runs_and_reports_a_guess_only_after_an_explicit_y_at_the_terminal(service, base_url, http,
                                                                                            make_doc, tmp_path):
     document, ran, fixed = guessed_node(make_doc, tmp_path)
-    await service.create_node(document)
+    await service.creation.create_node(document)
     env = "linux,python-3.12"
     (top,) = (await searched(http, GUESSED_ERROR, env))["results"]
     assert top["id"] == document["id"] and top["score"] < 0.5, top  # the premise: a guess

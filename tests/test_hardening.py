@@ -10,7 +10,7 @@ import pytest
 
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.limits import MAX_ANSWERS, MAX_DEPTH, MAX_ITEMS
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
@@ -29,13 +29,13 @@ WRITE_ROUTES = [
 ]
 
 
-def client_for(service: Service, **options) -> httpx2.AsyncClient:
+def client_for(service: Mesh, **options) -> httpx2.AsyncClient:
     app = build_app(service=service, with_mcp=False, **options)
     return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
-async def written(service: Service) -> list:
-    return [d async for d in service.export_documents()]
+async def written(service: Mesh) -> list:
+    return [d async for d in service.documents.export_documents()]
 
 
 def deep(levels: int) -> str:
@@ -51,8 +51,8 @@ def deep(levels: int) -> str:
     '{"id": "\\ud800"}',  # a lone surrogate
     '{"agent": {"id": "\\udfff"}, "summary": "x"}',
 ])
-async def test_hostile_json_is_a_400_on_every_write_route(service: Service, make_doc, method, path, body):
-    await service.create_node(make_doc())
+async def test_hostile_json_is_a_400_on_every_write_route(service: Mesh, make_doc, method, path, body):
+    await service.creation.create_node(make_doc())
     before = await written(service)
     async with client_for(service, write_limit=0) as client:
         response = await client.request(method, path, content=body, headers={"content-type": "application/json"})
@@ -62,7 +62,7 @@ async def test_hostile_json_is_a_400_on_every_write_route(service: Service, make
 
 
 @pytest.mark.parametrize("agent", [["x"], {"id": ["a"]}, {"id": {"a": 1}}, {"id": 10**30}, {"id": 0}, "agent-a1"])
-async def test_create_validates_its_agent_like_every_write(service: Service, make_doc, agent):
+async def test_create_validates_its_agent_like_every_write(service: Mesh, make_doc, agent):
     async with client_for(service) as client:
         response = await client.post("/v1/nodes", json={**make_doc(), "agent": agent})
     assert response.status_code == 400 and "agent" in response.json()["error"]["field"]
@@ -79,22 +79,22 @@ async def test_create_validates_its_agent_like_every_write(service: Service, mak
     f"/v1/nodes/{NODE}/article/revisions?from_revision=92233720368547758070&to_revision=1",
     "/v1/search?q=x&limit=92233720368547758070", "/v1/search?q=x&limit=%C2%B2", "/v1/review?limit=-9" + "9" * 30,
 ])
-async def test_huge_and_malformed_numbers_in_urls_are_4xx(service: Service, make_doc, path):
-    await service.create_node(make_doc())
+async def test_huge_and_malformed_numbers_in_urls_are_4xx(service: Mesh, make_doc, path):
+    await service.creation.create_node(make_doc())
     async with client_for(service) as client:
         response = await client.get(path)
     assert response.status_code in {400, 404}, (path, response.status_code, response.text[:300])
     assert response.json()["error"]["code"]
 
 
-async def test_dedupe_task_ids_past_64_bits_are_404(service: Service, make_doc):
+async def test_dedupe_task_ids_past_64_bits_are_404(service: Mesh, make_doc):
     async with client_for(service) as client:
         response = await client.post("/v1/dedupe/tasks/9223372036854775808/votes",
                                      json={"vote": "same", "agent": {"id": "a"}})
     assert response.status_code == 404
 
 
-async def test_documents_are_bounded_before_they_are_checked(service: Service, make_doc):
+async def test_documents_are_bounded_before_they_are_checked(service: Mesh, make_doc):
     solution = make_doc()["content"]["solutions"][0]
     many = [{**solution, "id": f"s{i}", "env": [f"label{i}"]} for i in range(MAX_ANSWERS + 1)]
     too_many_answers = make_doc()
@@ -115,7 +115,7 @@ async def test_documents_are_bounded_before_they_are_checked(service: Service, m
     assert await written(service) == []
 
 
-async def test_overlapping_answers_report_a_few_conflicts_quickly(service: Service, make_doc):
+async def test_overlapping_answers_report_a_few_conflicts_quickly(service: Mesh, make_doc):
     solution = make_doc()["content"]["solutions"][0]
     document = make_doc()
     document["content"]["solutions"] = [{**solution, "id": f"s{i}", "env": []} for i in range(MAX_ANSWERS)]
@@ -134,8 +134,8 @@ async def test_overlapping_answers_report_a_few_conflicts_quickly(service: Servi
     ("application/x-www-form-urlencoded", "id=python%2Fx&title=x"),
     ("multipart/form-data; boundary=x", "--x--"),
 ])
-async def test_writes_take_json_only(service: Service, make_doc, content_type, body):
-    await service.create_node(make_doc())
+async def test_writes_take_json_only(service: Mesh, make_doc, content_type, body):
+    await service.creation.create_node(make_doc())
     before = await written(service)
     async with client_for(service) as client:
         for path in ("/v1/feedback", "/v1/nodes"):
@@ -144,7 +144,7 @@ async def test_writes_take_json_only(service: Service, make_doc, content_type, b
     assert await written(service) == before
 
 
-async def test_a_loopback_server_refuses_writes_from_other_sites(service: Service, make_doc):
+async def test_a_loopback_server_refuses_writes_from_other_sites(service: Mesh, make_doc):
     document = make_doc()
     async with client_for(service) as client:
         evil = await client.post("/v1/nodes", json=document, headers={"origin": "https://evil.example"})
@@ -161,11 +161,11 @@ async def test_a_loopback_server_refuses_writes_from_other_sites(service: Servic
     assert read.status_code == 200 and "access-control-allow-origin" not in read.headers  # no CORS by default
 
 
-async def test_a_loopback_server_answers_loopback_names_only(service: Service, make_doc):
+async def test_a_loopback_server_answers_loopback_names_only(service: Mesh, make_doc):
     """A page rebound to 127.0.0.1 sends its own name as Host: `127.0.0.1.attacker.example` only
     starts like a loopback address (it was trusted, so such a page could create and patch nodes),
     and reads are its to take as much as writes."""
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     before = await written(service)
     rebound = "127.0.0.1.attacker.example:8765"
     issue = {"title": "planted", "body": "planted", "agent": {"id": "a"}}
@@ -179,10 +179,10 @@ async def test_a_loopback_server_answers_loopback_names_only(service: Service, m
     for refused in (filed, patched, *reads):
         assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden_host")
     assert [answer.status_code for answer in loopbacks] == [200] * 4
-    assert await written(service) == before and await service.list_issues() == []
+    assert await written(service) == before and await service.issues.list_issues() == []
 
 
-async def test_cors_is_an_allow_list(service: Service, make_doc):
+async def test_cors_is_an_allow_list(service: Mesh, make_doc):
     allowed = "https://ide.example"
     async with client_for(service, cors_origins=(allowed,)) as client:
         preflight = await client.options("/v1/feedback", headers={"origin": allowed,
@@ -194,8 +194,8 @@ async def test_cors_is_an_allow_list(service: Service, make_doc):
     assert other.status_code == 403
 
 
-async def test_issue_pages_get_the_pages_policy(service: Service):
-    await service.file_issue({"title": "<script>x</script>", "body": "b", "agent": {"id": "a"}})
+async def test_issue_pages_get_the_pages_policy(service: Mesh):
+    await service.issues.file_issue({"title": "<script>x</script>", "body": "b", "agent": {"id": "a"}})
     async with client_for(service) as client:
         page = await client.get("/issues", headers={"accept": "text/html"})
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
@@ -206,20 +206,20 @@ async def test_issue_pages_get_the_pages_policy(service: Service):
 # -- the contract's loose ends ----------------------------------------------------------------
 
 
-async def test_the_old_solutions_route_is_gone(service: Service, make_doc):
-    await service.create_node(make_doc())
+async def test_the_old_solutions_route_is_gone(service: Mesh, make_doc):
+    await service.creation.create_node(make_doc())
     async with client_for(service) as client:
         response = await client.post(f"/v1/nodes/{NODE}/solutions", json={"id": "x"})
     assert response.status_code == 410 and "PATCH" in response.json()["error"]["message"]
 
 
-async def test_article_reads_restore_archived_failures_and_carry_next(service: Service, make_doc):
+async def test_article_reads_restore_archived_failures_and_carry_next(service: Mesh, make_doc):
     open_problem = make_doc(id="python/open-one", error="OpenError: nobody knows yet")
     open_problem["content"]["solutions"] = []
-    await service.create_node(open_problem)
+    await service.creation.create_node(open_problem)
     attempt = {"environment": {"os": "linux"}, "summary": "reinstalled", "steps": ["pip install x"],
                "reason": "same error", "agent": {"id": "a1"}}
-    await service.report_failed_attempt("python/open-one", attempt)
+    await service.failures.report_failed_attempt("python/open-one", attempt)
     async with client_for(service) as client:
         unsolved = (await client.get("/v1/nodes/python/open-one/article")).json()
         answer = make_doc()["content"]["solutions"][1]
@@ -239,8 +239,8 @@ async def test_article_reads_restore_archived_failures_and_carry_next(service: S
     assert "  - Ran `pip install x`" in markdown.text and "  - Why: same error" in markdown.text
 
 
-async def test_failure_reports_stay_listed_after_evidence_clears_them(service: Service, make_doc):
-    await service.create_node(make_doc())
+async def test_failure_reports_stay_listed_after_evidence_clears_them(service: Mesh, make_doc):
+    await service.creation.create_node(make_doc())
     linux = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
     for agent, outcome in (("f1", "failed"), ("f2", "failed"), ("s1", "solved"), ("s2", "solved")):
         report = {"node": NODE, "solution": "venv-linux", "outcome": outcome, "env": linux, "agent": {"id": agent}}
@@ -248,7 +248,7 @@ async def test_failure_reports_stay_listed_after_evidence_clears_them(service: S
             report["reason"] = "still ModuleNotFoundError"
         else:
             report["evidence"] = {"verify": ".venv/bin/python -c 'import requests'", "exit_code": 0}
-        await service.report_outcome(report)
+        await service.outcomes.report_outcome(report)
     async with client_for(service) as client:
         listed = (await client.get(f"/v1/nodes/{NODE}/failures")).json()
         read = (await client.get(f"/v1/nodes/{NODE}", params={"env": "ubuntu-24.04,python-3.12,pip"})).json()
@@ -256,18 +256,18 @@ async def test_failure_reports_stay_listed_after_evidence_clears_them(service: S
     assert read["content"]["solutions"][0]["id"] == "venv-linux"  # cleared: served again, evidence kept
 
 
-async def test_dotnet_aliases_fold(service: Service, make_doc):
+async def test_dotnet_aliases_fold(service: Mesh, make_doc):
     for alias, slug in ((".net", "a"), ("c#", "b"), ("csharp", "c")):
         document = make_doc(id=f"dotnet/{slug}", ecosystem=alias, error=f"error NU1101: Unable to find package Pkg{slug}x")
-        created = await service.create_node(document)
+        created = await service.creation.create_node(document)
         assert created["id"] == f"dotnet/{slug}"
-    assert {n["ecosystem"] for n in (await service.list_nodes(ecosystem=".net"))["nodes"]} == {"dotnet"}
+    assert {n["ecosystem"] for n in (await service.nodes.list_nodes(ecosystem=".net"))["nodes"]} == {"dotnet"}
 
 
 async def test_the_asked_ecosystem_scores_strictly_above_the_others(tmp_path):
-    service = await Service.open(tmp_path / "seeded.db")
+    service = await Mesh.open(tmp_path / "seeded.db")
     try:
-        envelope = await service.search("permission denied", ecosystem="docker", limit=10)
+        envelope = await service.searching.search("permission denied", ecosystem="docker", limit=10)
     finally:
         await service.close()
     results = envelope["results"]
@@ -276,10 +276,10 @@ async def test_the_asked_ecosystem_scores_strictly_above_the_others(tmp_path):
     assert matching and others and min(matching) > max(others)
 
 
-async def test_a_reader_can_recompute_the_version_it_read(service: Service, make_doc):
+async def test_a_reader_can_recompute_the_version_it_read(service: Mesh, make_doc):
     import hashlib
 
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     async with client_for(service) as client:
         read = (await client.get(f"/v1/nodes/{NODE}/article")).json()
     article = {key: value for key, value in read["article"].items() if key not in ("status", "version")}
@@ -292,7 +292,7 @@ async def test_a_reader_can_recompute_the_version_it_read(service: Service, make
 # -- client addresses -------------------------------------------------------------------------
 
 
-async def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(service: Service, make_doc):
+async def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(service: Mesh, make_doc):
     from conftest import serving
 
     async def creates(trust_proxy: str | None) -> list[int]:
@@ -319,9 +319,9 @@ async def test_the_address_secret_lives_outside_the_database(tmp_path, monkeypat
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     path = tmp_path / "mesh.db"
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     try:
-        first = await service.ip_hash("198.51.100.7")
+        first = await service.addresses.ip_hash("198.51.100.7")
     finally:
         await service.close()
     secret = secret_file(str(path))
@@ -329,15 +329,15 @@ async def test_the_address_secret_lives_outside_the_database(tmp_path, monkeypat
     assert secret.read_text().strip() not in path.read_bytes().decode("latin-1")
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM meta WHERE key = 'ip_hash_secret'").fetchone()[0] == 0
-    reopened = await Service.open(path, seed=False)
+    reopened = await Mesh.open(path, seed=False)
     try:
-        assert await reopened.ip_hash("198.51.100.7") == first  # stable across restarts
+        assert await reopened.addresses.ip_hash("198.51.100.7") == first  # stable across restarts
     finally:
         await reopened.close()
     monkeypatch.setenv(SECRET_ENV, "from-the-environment")
-    other = await Service.open(path, seed=False)
+    other = await Mesh.open(path, seed=False)
     try:
-        assert await other.ip_hash("198.51.100.7") != first
+        assert await other.addresses.ip_hash("198.51.100.7") != first
     finally:
         await other.close()
     assert os.environ[SECRET_ENV] == "from-the-environment"
@@ -352,13 +352,13 @@ async def test_an_older_database_secret_moves_out_and_keeps_its_hashes(tmp_path,
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     path = tmp_path / "old.db"
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     await service.close()
     with sqlite3.connect(path) as connection:
         connection.execute("INSERT INTO meta (key, value) VALUES ('ip_hash_secret', 'old-secret')")
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     try:
-        hashed = await service.ip_hash("192.0.2.1")
+        hashed = await service.addresses.ip_hash("192.0.2.1")
     finally:
         await service.close()
     assert hashed == hmac.new(b"old-secret", b"192.0.2.1", hashlib.sha256).hexdigest()
@@ -380,7 +380,7 @@ async def test_a_write_waiting_on_another_process_is_a_503_and_nothing_is_writte
 
     monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 200)  # not 10 s of waiting in a test
     path = tmp_path / "busy.db"
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     other = sqlite3.connect(path, isolation_level=None)  # the other process
     try:
         other.execute("BEGIN IMMEDIATE")

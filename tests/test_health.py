@@ -29,8 +29,8 @@ async def test_doctor_on_a_healthy_mesh_says_what_a_user_needs_to_know(tmp_path)
     db = str(tmp_path / "mesh.db")
     async with opened(db, seed=True) as service:
         nodes = await service.store.count_nodes()
-        await service.add_token("alice")
-        await service.add_token("mia", role="maintainer")
+        await service.tokens.add_token("alice")
+        await service.tokens.add_token("mia", role="maintainer")
     checked = doctor(db)
     assert checked.returncode == 0, checked.stderr
     lines = checked.stdout.splitlines()
@@ -59,11 +59,11 @@ async def test_health_route_reports_auth_tokens_and_syncs(service, tmp_path):
     async with serving(build_app(service=service, auth="required", with_mcp=False)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
             nobody = (await client.get("/v1/health")).json()
-            await service.add_token("alice")
+            await service.tokens.add_token("alice")
             fine = (await client.get("/v1/health")).json()
         async with opened(tmp_path / "personal.db") as personal:
-            await personal.sync_from(url)
-            synced = await personal.health()
+            await personal.sync.sync_from(url)
+            synced = await personal.health.check()
     assert nobody["ok"] is False and nobody["auth"] == "required"
     assert any("nobody can write" in problem for problem in nobody["problems"])
     assert fine["ok"] is True and fine["tokens"] == {"agent": 1, "maintainer": 0}

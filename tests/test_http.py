@@ -9,15 +9,15 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
 NODE = "/v1/nodes/python/module-not-found-venv"
 
 
-async def snapshot(service: Service) -> list[dict]:
-    return [document async for document in service.export_documents()]
+async def snapshot(service: Mesh) -> list[dict]:
+    return [document async for document in service.documents.export_documents()]
 
 
 async def test_create_then_read_json_and_markdown(http: httpx2.AsyncClient, make_doc):
@@ -166,7 +166,7 @@ async def test_conflicts_over_http(http: httpx2.AsyncClient, make_doc):
 
 
 @pytest.mark.anyio
-async def test_read_only_server_refuses_every_write(service: Service):
+async def test_read_only_server_refuses_every_write(service: Mesh):
     from knowmesh_mcp.api.app import build_app
 
     app = build_app(service=service, with_mcp=False, read_only=True)
@@ -194,7 +194,7 @@ async def test_read_only_server_refuses_every_write(service: Service):
      ("GET", "/v1/nodes/python/x.md.md", 400, None, ("invalid_id", "python/x.md")),
      ("POST", "/v1/nodes/x/solutions", 410, None, ("gone", None))],
 )
-async def test_node_routes_match_by_suffix_and_answer_405_with_allow(service: Service, method, path, status, allow, error):
+async def test_node_routes_match_by_suffix_and_answer_405_with_allow(service: Mesh, method, path, status, allow, error):
     """Under /v1/nodes/ the first route whose path matches answers every method: a method it does
     not serve is its 405 with its Allow, a malformed id its 400 naming the id."""
     from knowmesh_mcp.api.app import build_app

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import opened, remote_client, serving
 
@@ -54,21 +54,21 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def team(service: Service, auth: str, **options: Any):
+async def team(service: Mesh, auth: str, **options: Any):
     async with serving(build_app(service=service, auth=auth, write_limit=0, **options)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
             yield client
 
 
 @pytest.fixture
-async def node(service: Service, make_doc) -> Service:
-    await service.create_node(make_doc())
+async def node(service: Mesh, make_doc) -> Mesh:
+    await service.creation.create_node(make_doc())
     return service
 
 
-async def served_for_linux(service: Service) -> str | None:
+async def served_for_linux(service: Mesh) -> str | None:
     """The answer a Linux agent is served now (a known_failed one is not)."""
-    return served((await service.read_node(NODE, service.read_request(env=LINUX_ENV))).body)
+    return served((await service.nodes.read_node(NODE, service.nodes.read_request(env=LINUX_ENV))).body)
 
 
 def served(read: dict[str, Any]) -> str | None:
@@ -81,11 +81,11 @@ def served(read: dict[str, Any]) -> str | None:
 async def test_tokens_are_stored_as_hashes_only(tmp_path):
     path = tmp_path / "tokens.db"
     async with opened(path) as service:
-        made = await service.add_token("alice", role="maintainer")
+        made = await service.tokens.add_token("alice", role="maintainer")
         assert made["token"].startswith("km_") and len(made["token"]) > 40
-        assert (await service.verify_token(made["token"])).agent_id == "alice"
-        assert await service.verify_token(made["token"] + "x") is None
-        listed = await service.list_tokens()
+        assert (await service.tokens.verify_token(made["token"])).agent_id == "alice"
+        assert await service.tokens.verify_token(made["token"] + "x") is None
+        listed = await service.tokens.list_tokens()
         assert [(t["agent_id"], t["role"], t["revoked_at"]) for t in listed] == [("alice", "maintainer", None)]
         assert listed[0]["last_used_at"] is not None  # the verify above used it
         assert "token" not in listed[0] and "token_hash" not in listed[0]
@@ -97,11 +97,11 @@ async def test_tokens_are_stored_as_hashes_only(tmp_path):
     assert len(digest) == 64 and digest not in made["token"]
 
 
-async def test_a_revoked_token_proves_nothing(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_a_revoked_token_proves_nothing(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     async with team(node, "required") as client:
         assert (await client.post("/v1/feedback", json=solved(), headers=bearer(token))).status_code == 202
-        assert await node.revoke_tokens("alice") == 1
+        assert await node.tokens.revoke_tokens("alice") == 1
         refused = await client.post("/v1/feedback", json=failed(), headers=bearer(token))
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_token"
 
@@ -109,7 +109,7 @@ async def test_a_revoked_token_proves_nothing(node: Service):
 # -- auth required ---------------------------------------------------------------------------
 
 
-async def test_required_refuses_writes_without_a_token_and_keeps_reads_open(node: Service, make_doc):
+async def test_required_refuses_writes_without_a_token_and_keeps_reads_open(node: Mesh, make_doc):
     async with team(node, "required") as client:
         writes = [
             await client.post("/v1/feedback", json=failed("alice")),
@@ -127,11 +127,11 @@ async def test_required_refuses_writes_without_a_token_and_keeps_reads_open(node
         assert error["code"] == "auth_required" and "knowmesh-mcp token add" in error["message"]
     assert [r.status_code for r in reads] == [200, 200]
     assert await node.store.count_nodes() == 1
-    assert (await node.list_feedback(NODE))["feedback"] == []
+    assert (await node.outcomes.list_feedback(NODE))["feedback"] == []
 
 
-async def test_a_token_for_alice_with_body_bob_is_403_and_stores_nothing(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_a_token_for_alice_with_body_bob_is_403_and_stores_nothing(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     async with team(node, "required") as client:
         forged = await client.post("/v1/feedback", json=failed("bob"), headers=bearer(token))
         patched = await client.patch(f"/v1/nodes/{NODE}/article", headers=bearer(token), json={
@@ -142,12 +142,12 @@ async def test_a_token_for_alice_with_body_bob_is_403_and_stores_nothing(node: S
     assert forged.json()["error"]["field"] == "agent.id"
     assert patched.status_code == 403 and patched.json()["error"]["code"] == "agent_mismatch"
     assert bogus.status_code == 401 and bogus.json()["error"]["code"] == "invalid_token"
-    assert (await node.list_feedback(NODE))["feedback"] == []
-    assert len((await node.article_history(NODE))["revisions"]) == 1
+    assert (await node.outcomes.list_feedback(NODE))["feedback"] == []
+    assert len((await node.articles.article_history(NODE))["revisions"]) == 1
 
 
-async def test_the_stored_author_is_the_tokens_agent(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_the_stored_author_is_the_tokens_agent(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     async with team(node, "required") as client:
         edit = await client.patch(f"/v1/nodes/{NODE}/article", headers=bearer(token), json={
             "base_revision": 1, "summary": "Name the interpreter",
@@ -161,8 +161,8 @@ async def test_the_stored_author_is_the_tokens_agent(node: Service):
     assert [(f["agent_id"], f["proof"], f["proven"]) for f in feedback] == [("alice", "token", True)]
 
 
-async def test_two_ids_under_one_token_are_one_agent(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_two_ids_under_one_token_are_one_agent(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     async with team(node, "required") as client:
         first = await client.post("/v1/feedback", json=failed("alice"), headers=bearer(token))
         again = await client.post("/v1/feedback", json=failed(), headers=bearer(token))
@@ -174,8 +174,8 @@ async def test_two_ids_under_one_token_are_one_agent(node: Service):
     assert await served_for_linux(node) == "venv-linux", "one agent cannot make an answer known_failed"
 
 
-async def test_two_proven_agents_make_an_answer_known_failed(node: Service):
-    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+async def test_two_proven_agents_make_an_answer_known_failed(node: Mesh):
+    tokens = [(await node.tokens.add_token(agent))["token"] for agent in ("alice", "bob")]
     async with team(node, "required") as client:
         receipts = [(await client.post("/v1/feedback", json=failed(), headers=bearer(t))).json() for t in tokens]
         read = (await client.get(f"/v1/nodes/{NODE}", params={"env": LINUX_ENV})).json()
@@ -187,7 +187,7 @@ async def test_two_proven_agents_make_an_answer_known_failed(node: Service):
 # -- auth optional: unproven reports are kept, never a vote --------------------------------
 
 
-async def test_unproven_reports_are_kept_and_never_make_known_failed(node: Service):
+async def test_unproven_reports_are_kept_and_never_make_known_failed(node: Mesh):
     async with team(node, "optional") as client:
         receipts = [await client.post("/v1/feedback", json=failed(agent)) for agent in ("sybil-1", "sybil-2", "sybil-3")]
         feedback = (await client.get(f"/v1/nodes/{NODE}/feedback")).json()["feedback"]
@@ -201,8 +201,8 @@ async def test_unproven_reports_are_kept_and_never_make_known_failed(node: Servi
     assert served(read) == "venv-linux"
 
 
-async def test_unproven_solved_reports_never_verify_but_proven_ones_do(node: Service):
-    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+async def test_unproven_solved_reports_never_verify_but_proven_ones_do(node: Mesh):
+    tokens = [(await node.tokens.add_token(agent))["token"] for agent in ("alice", "bob")]
     async with team(node, "optional") as client:
         for agent in ("sybil-1", "sybil-2"):
             await client.post("/v1/feedback", json=solved(agent))
@@ -214,7 +214,7 @@ async def test_unproven_solved_reports_never_verify_but_proven_ones_do(node: Ser
     assert proven["answer_state"] == "verified"
 
 
-async def test_an_unproven_edit_is_published_and_marked_unproven(node: Service):
+async def test_an_unproven_edit_is_published_and_marked_unproven(node: Mesh):
     async with team(node, "optional") as client:
         edit = await client.patch(f"/v1/nodes/{NODE}/article", json={
             "base_revision": 1, "summary": "s", "agent": {"id": "maintainer-lookalike"},
@@ -227,8 +227,8 @@ async def test_an_unproven_edit_is_published_and_marked_unproven(node: Service):
 # -- undo on a team's mesh -------------------------------------------------------------------
 
 
-async def test_undo_takes_the_agent_token_as_bearer_and_the_undo_token_in_the_body(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_undo_takes_the_agent_token_as_bearer_and_the_undo_token_in_the_body(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     async with team(node, "required") as client:
         edit = (await client.patch(f"/v1/nodes/{NODE}/article", headers=bearer(token), json={
             "base_revision": 1, "summary": "s", "ops": [{"op": "set", "path": "/title", "value": "A new title"}]})).json()
@@ -237,7 +237,7 @@ async def test_undo_takes_the_agent_token_as_bearer_and_the_undo_token_in_the_bo
         undone = await client.post(path, json={"summary": "undo", "undo_token": edit["undo_token"]}, headers=bearer(token))
     assert spec_form.status_code == 401 and spec_form.json()["error"]["code"] == "auth_required"
     assert undone.status_code == 200, undone.text
-    assert (await node.article_history(NODE))["revisions"][-1]["agent"] == {"id": "alice", "proven": True}
+    assert (await node.articles.article_history(NODE))["revisions"][-1]["agent"] == {"id": "alice", "proven": True}
 
 
 # -- MCP over HTTP: the same header, the same rule -------------------------------------------
@@ -250,8 +250,8 @@ async def mcp_client(url: str, token: str | None = None, mode: str = "auto"):
             yield client
 
 
-async def test_mcp_over_http_takes_the_same_bearer_token(node: Service):
-    token = (await node.add_token("alice"))["token"]
+async def test_mcp_over_http_takes_the_same_bearer_token(node: Mesh):
+    token = (await node.tokens.add_token("alice"))["token"]
     report = {"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": LINUX, "reason": "still fails"}
     async with serving(build_app(service=node, auth="required", write_limit=0)) as url:
         async with mcp_client(url) as anonymous:
@@ -264,16 +264,16 @@ async def test_mcp_over_http_takes_the_same_bearer_token(node: Service):
     assert not found.is_error
     assert forged.is_error and json.loads(forged.content[0].text)["error"]["code"] == "agent_mismatch"
     assert not accepted.is_error and accepted.structured_content["proven"] is True
-    assert [(f["agent_id"], f["proof"]) for f in (await node.list_feedback(NODE))["feedback"]] == [("alice", "token")]
+    assert [(f["agent_id"], f["proof"]) for f in (await node.outcomes.list_feedback(NODE))["feedback"]] == [("alice", "token")]
 
 
 @pytest.mark.slow
-async def test_mcp_sessions_cost_nothing_so_no_one_can_use_them_up(node: Service):
+async def test_mcp_sessions_cost_nothing_so_no_one_can_use_them_up(node: Mesh):
     """Reads over /mcp need no token, so anyone may send `initialize`. A stateful /mcp kept a session
     for each (10,000 in 27 s, +400 MB), then answered every client, token holders too, 503 "Too
     many open sessions" for 30 minutes. /mcp is stateless: `initialize` keeps nothing (no session
     id), and clients of both eras go on working."""
-    token = (await node.add_token("alice"))["token"]
+    token = (await node.tokens.add_token("alice"))["token"]
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "0"}}}
     async with serving(build_app(service=node, auth="required", write_limit=0)) as url:
@@ -293,8 +293,8 @@ async def test_mcp_sessions_cost_nothing_so_no_one_can_use_them_up(node: Service
     assert json.loads(results[2].content[0].text)["error"]["code"] == "duplicate_report"
 
 
-async def test_remote_forwards_knowmesh_token(node: Service, monkeypatch):
-    token = (await node.add_token("alice"))["token"]
+async def test_remote_forwards_knowmesh_token(node: Mesh, monkeypatch):
+    token = (await node.tokens.add_token("alice"))["token"]
     monkeypatch.setenv("KNOWMESH_AGENT_ID", "someone-else")  # the token's agent wins; no mismatch is invented
     async with serving(build_app(service=node, auth="required", with_mcp=False, write_limit=0)) as url:
         monkeypatch.setenv("KNOWMESH_TOKEN", token)
@@ -309,7 +309,7 @@ async def test_remote_forwards_knowmesh_token(node: Service, monkeypatch):
         async with remote_client(url, local_agent=True) as client:
             refused = await client.call_tool("report_outcome", {**failed(), "env": LINUX})
     assert not edit.is_error and not undo.is_error, (edit.content, undo.content)
-    agents = [r["agent"] for r in (await node.article_history(NODE))["revisions"][1:]]
+    agents = [r["agent"] for r in (await node.articles.article_history(NODE))["revisions"][1:]]
     assert agents == [{"id": "alice", "proven": True}, {"id": "alice", "proven": True}]
     assert refused.is_error and json.loads(refused.content[0].text)["error"]["code"] == "auth_required"
 
@@ -317,7 +317,7 @@ async def test_remote_forwards_knowmesh_token(node: Service, monkeypatch):
 # -- auth off: a personal mesh is unchanged ----------------------------------------------------
 
 
-async def test_auth_off_takes_ids_as_claimed_as_before(node: Service):
+async def test_auth_off_takes_ids_as_claimed_as_before(node: Mesh):
     async with team(node, "off") as client:
         receipts = [(await client.post("/v1/feedback", json=failed(agent))).json() for agent in ("f1", "f2")]
     assert [r["failure_state"] for r in receipts] == ["reported_failed", "known_failed"]
@@ -356,17 +356,17 @@ async def test_token_add_list_revoke_from_the_command_line(tmp_path):
     bad = cli("token", "add", "two words", db=db)
     assert bad.returncode == 2 and "agent id" in bad.stderr
     async with opened(db) as service:
-        assert await service.verify_token(token) is None
-        assert await service.verify_token(ci.stdout.strip()) is None
-        assert (await service.verify_token(laptop.stdout.strip())).agent_id == "bob"
+        assert await service.tokens.verify_token(token) is None
+        assert await service.tokens.verify_token(ci.stdout.strip()) is None
+        assert (await service.tokens.verify_token(laptop.stdout.strip())).agent_id == "bob"
 
 
 # -- write limits and dedupe votes -------------------------------------------------------------
 
 
-async def test_write_limits_count_the_tokens_agent(node: Service):
+async def test_write_limits_count_the_tokens_agent(node: Mesh):
     """Naming fresh ids does not buy more writes: a token's agent is one subject, whatever the body says."""
-    token = (await node.add_token("alice"))["token"]
+    token = (await node.tokens.add_token("alice"))["token"]
     async with serving(build_app(service=node, auth="optional", write_limit=1, with_mcp=False)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
             first = await client.post("/v1/feedback", json=solved(), headers=bearer(token))
@@ -378,10 +378,10 @@ async def test_write_limits_count_the_tokens_agent(node: Service):
     assert (unproven.status_code, rotated.status_code) == (202, 429), "unproven ids count per address"
 
 
-async def test_unproven_dedupe_votes_never_flag_a_pair(node: Service, make_doc):
+async def test_unproven_dedupe_votes_never_flag_a_pair(node: Mesh, make_doc):
     other = make_doc(id="python/requests-missing", error="ImportError: No module named requests.adapters")
-    await node.create_node(other)
-    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+    await node.creation.create_node(other)
+    tokens = [(await node.tokens.add_token(agent))["token"] for agent in ("alice", "bob")]
     vote = {"vote": "same", "canonical_id": NODE}
     async with team(node, "optional") as client:
         task = (await client.post("/v1/dedupe/tasks", json={"node": NODE, "candidate": other["id"]},
@@ -397,8 +397,8 @@ async def test_unproven_dedupe_votes_never_flag_a_pair(node: Service, make_doc):
 # -- sync keeps the team's marks -----------------------------------------------------------------
 
 
-async def test_sync_keeps_proven_and_unproven_marks_and_a_token(node: Service, tmp_path):
-    tokens = [(await node.add_token(agent))["token"] for agent in ("alice", "bob")]
+async def test_sync_keeps_proven_and_unproven_marks_and_a_token(node: Mesh, tmp_path):
+    tokens = [(await node.tokens.add_token(agent))["token"] for agent in ("alice", "bob")]
     async with team(node, "optional") as client:
         for token in tokens:
             assert (await client.post("/v1/feedback", json=failed(), headers=bearer(token))).status_code == 202
@@ -406,11 +406,11 @@ async def test_sync_keeps_proven_and_unproven_marks_and_a_token(node: Service, t
         url = str(client.base_url).rstrip("/")
         async with opened(tmp_path / "personal.db") as personal:
             with pytest.raises(KnowmeshError) as refused:
-                await personal.sync_from(url, token="km_not-a-token")  # the token is sent: a bad one is refused
+                await personal.sync.sync_from(url, token="km_not-a-token")  # the token is sent: a bad one is refused
             assert (refused.value.status, refused.value.code) == (401, "invalid_token")
-            await personal.sync_from(url, token=tokens[0])
-            rows = (await personal.list_feedback(NODE))["feedback"]
-            kept = served((await personal.read_node(NODE, personal.read_request(env=LINUX_ENV))).body)
+            await personal.sync.sync_from(url, token=tokens[0])
+            rows = (await personal.outcomes.list_feedback(NODE))["feedback"]
+            kept = served((await personal.nodes.read_node(NODE, personal.nodes.read_request(env=LINUX_ENV))).body)
     assert [(r["agent_id"], r["proof"], r["proven"]) for r in rows] == [
         ("alice", "token", True), ("bob", "token", True), ("sybil-1", "unproven", False)]
     assert kept is None, "the team's two proven failures withhold the answer here too; the forged solved does not"

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from knowmesh_mcp.services import import_export, importing
-from knowmesh_mcp.services import service as service_module
+from knowmesh_mcp.services import mesh as mesh_module
 from knowmesh_mcp.services.importing import InvalidSource
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import SEARCH_TABLES, fts5_segments, index_of
 
@@ -45,10 +45,10 @@ class CountingPool(ProcessPoolExecutor):
 
 
 async def import_into(path, items, **options) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    service = await Service.open(path, seed=False)
+    service = await Mesh.open(path, seed=False)
     try:
-        report = await service.import_documents(items, **options)
-        exported = [document async for document in service.export_documents()]
+        report = await service.documents.import_documents(items, **options)
+        exported = [document async for document in service.documents.export_documents()]
     finally:
         await service.close()
     return asdict(report), exported
@@ -98,9 +98,9 @@ async def test_a_big_import_merges_each_search_table_into_one_segment(tmp_path, 
     with connection:
         connection.execute("UPDATE meta SET value = '0' WHERE key = 'search_index_version'")
     connection.close()
-    service = await Service.open(path, seed=False)  # rebuilds the index: every row rewritten
+    service = await Mesh.open(path, seed=False)  # rebuilds the index: every row rewritten
     try:
-        found = await service.search("ImportError: cannot import name 'n7' from 'pkg7'")
+        found = await service.searching.search("ImportError: cannot import name 'n7' from 'pkg7'")
     finally:
         await service.close()
     assert found["results"][0]["id"] == "python/segment-7"
@@ -133,12 +133,12 @@ async def test_an_upgrade_rebuilds_a_big_index_in_a_process_pool_exactly_as_in_p
     for parallel_from in (importing.PARALLEL_FROM, 1):  # in-process (90 nodes), then in the pool
         monkeypatch.setattr(importing, "PARALLEL_FROM", parallel_from)
         monkeypatch.setattr(importing, "pooled", counting)
-        monkeypatch.setattr(service_module, "CHUNK", 20)
+        monkeypatch.setattr(mesh_module, "CHUNK", 20)
         stale_search_index(path)
         seen: list[tuple[int, int]] = []
-        service = await Service.open(path, seed=False, progress=lambda done, total: seen.append((done, total)))
+        service = await Mesh.open(path, seed=False, progress=lambda done, total: seen.append((done, total)))
         try:
-            found = await service.search("ImportError: cannot import name 'u77' from 'pkg77'")
+            found = await service.searching.search("ImportError: cannot import name 'u77' from 'pkg77'")
         finally:
             await service.close()
         assert found["results"][0]["id"] == "python/upgrade-77"

@@ -6,7 +6,7 @@ import httpx2
 import pytest
 
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
@@ -18,7 +18,7 @@ ISSUE = {
 }
 
 
-async def test_file_list_and_read_issues(service: Service):
+async def test_file_list_and_read_issues(service: Mesh):
     app = build_app(service=service, with_mcp=False, write_limit=2)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         filed = await client.post("/v1/issues", json=ISSUE)

@@ -24,7 +24,7 @@ from mcp import Client
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.mcp.server import build_mcp_server
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import opened, remote_client, serving
 
@@ -44,15 +44,15 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def team(service: Service, auth: str = "required"):
+async def team(service: Mesh, auth: str = "required"):
     """A team's mesh: a real server with auth on, and a client without a default token."""
     async with serving(build_app(service=service, auth=auth, write_limit=0, with_mcp=False)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10, follow_redirects=False) as client:
             yield client
 
 
-async def token(service: Service, agent: str, role: str = "agent") -> dict[str, str]:
-    return bearer((await service.add_token(agent, role=role))["token"])
+async def token(service: Mesh, agent: str, role: str = "agent") -> dict[str, str]:
+    return bearer((await service.tokens.add_token(agent, role=role))["token"])
 
 
 def code(response: httpx2.Response) -> str:
@@ -100,19 +100,19 @@ async def flag_pair(client: httpx2.AsyncClient, voters: list[dict[str, str]], *,
 
 
 @pytest.fixture
-async def pair(service: Service, make_doc) -> Service:
+async def pair(service: Mesh, make_doc) -> Mesh:
     """Two distinct nodes (different ids and errors) that describe one problem."""
-    await service.create_node(make_doc())
-    await service.create_node(make_doc(id=MERGED, error=MERGED_ERROR, title="No module named yaml in a venv"))
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(make_doc(id=MERGED, error=MERGED_ERROR, title="No module named yaml in a venv"))
     return service
 
 
 # -- node status -------------------------------------------------------------------------------
 
 
-async def test_a_maintainer_promotes_drafts_and_deprecates_a_node(service: Service, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
+async def test_a_maintainer_promotes_drafts_and_deprecates_a_node(service: Mesh, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
     mia = await token(service, "mia", role="maintainer")
     async with team(service) as client:
         assert (await client.get(f"/v1/nodes/{NODE}")).json()["status"] == "draft"
@@ -168,7 +168,7 @@ async def test_a_maintainer_promotes_drafts_and_deprecates_a_node(service: Servi
 # -- who may: maintainers only -------------------------------------------------------------------
 
 
-async def test_agents_and_callers_without_a_token_cannot_act_as_maintainers(pair: Service):
+async def test_agents_and_callers_without_a_token_cannot_act_as_maintainers(pair: Mesh):
     service = pair
     alice, bob = await token(service, "alice"), await token(service, "bob")
     async with team(service) as client:
@@ -205,10 +205,10 @@ async def test_agents_and_callers_without_a_token_cannot_act_as_maintainers(pair
     assert await service.store.redirect(MERGED) is None
 
 
-async def test_a_claimed_maintainer_id_is_not_a_maintainer_on_a_personal_mesh(service: Service, make_doc):
+async def test_a_claimed_maintainer_id_is_not_a_maintainer_on_a_personal_mesh(service: Mesh, make_doc):
     """With auth off ids are taken as claimed: naming a maintainer proves nothing."""
-    await service.create_node(make_doc())
-    await service.add_token("mia", role="maintainer")
+    await service.creation.create_node(make_doc())
+    await service.tokens.add_token("mia", role="maintainer")
     async with team(service, auth="off") as client:
         claimed = await client.post(f"/v1/nodes/{NODE}/status", json={"status": "verified", "agent": {"id": "mia"}})
         anonymous = await client.post(f"/v1/nodes/{NODE}/status", json={"status": "verified"})
@@ -220,7 +220,7 @@ async def test_a_claimed_maintainer_id_is_not_a_maintainer_on_a_personal_mesh(se
 # -- merges ----------------------------------------------------------------------------------------
 
 
-async def test_a_maintainer_merges_a_flagged_pair_and_the_merged_node_answers_301(pair: Service):
+async def test_a_maintainer_merges_a_flagged_pair_and_the_merged_node_answers_301(pair: Mesh):
     service = pair
     alice, bob = await token(service, "alice"), await token(service, "bob")
     mia = await token(service, "mia", role="maintainer")
@@ -300,10 +300,10 @@ async def test_a_maintainer_merges_a_flagged_pair_and_the_merged_node_answers_30
              a["maintainer"]["id"]) for a in log if a["action"] == "merge"] == [
         ("merge", MERGED, CANONICAL, task_id, "draft", "deprecated", "one problem", "token", "mia")]
     assert [(a["target"], a["to"]) for a in log if a["action"] == "set_status"] == [(CANONICAL, "deprecated"), (CANONICAL, "draft")]
-    assert len((await service.article_history(MERGED))["revisions"]) == 1, "the refused edit wrote nothing"
+    assert len((await service.articles.article_history(MERGED))["revisions"]) == 1, "the refused edit wrote nothing"
 
 
-async def test_a_maintainer_may_keep_the_other_node_of_the_pair(pair: Service):
+async def test_a_maintainer_may_keep_the_other_node_of_the_pair(pair: Mesh):
     service = pair
     alice, bob = await token(service, "alice"), await token(service, "bob")
     mia = await token(service, "mia", role="maintainer")
@@ -321,7 +321,7 @@ async def test_a_maintainer_may_keep_the_other_node_of_the_pair(pair: Service):
 # -- service issues --------------------------------------------------------------------------------
 
 
-async def test_a_maintainer_closes_and_discards_issues_with_a_note(service: Service):
+async def test_a_maintainer_closes_and_discards_issues_with_a_note(service: Mesh):
     alice = await token(service, "alice")
     mia = await token(service, "mia", role="maintainer")
     async with team(service) as client:
@@ -388,8 +388,8 @@ def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
 async def test_admin_commands_act_on_the_local_database_as_a_local_maintainer(tmp_path, make_doc):
     db = str(tmp_path / "admin.db")
     async with opened(db) as service:
-        await service.create_node(make_doc())
-        await service.create_node(open_problem(make_doc))
+        await service.creation.create_node(make_doc())
+        await service.creation.create_node(open_problem(make_doc))
 
     promoted = cli("admin", "promote", NODE, "--note", "ran it on two machines", db=db)
     assert promoted.returncode == 0, promoted.stderr
@@ -423,9 +423,9 @@ async def test_admin_commands_act_on_the_local_database_as_a_local_maintainer(tm
     assert json.loads(cli("admin", "--json", "audit", "--target", OPEN, db=db).stdout)["actions"] == []
 
     async with opened(db) as service:
-        read = (await service.read_node(NODE)).body
+        read = (await service.nodes.read_node(NODE)).body
         assert read["status"] == "deprecated"
-        assert [a["proof"] for a in (await service.audit_log())["actions"]] == ["local", "local"]
+        assert [a["proof"] for a in (await service.maintenance.audit_log())["actions"]] == ["local", "local"]
 
 
 async def test_admin_on_an_empty_database_says_so(tmp_path):
@@ -438,15 +438,15 @@ async def test_admin_on_an_empty_database_says_so(tmp_path):
 # -- MCP: an agent has no 301 to follow -------------------------------------------------------------
 
 
-async def merge_in_process(service: Service) -> None:
+async def merge_in_process(service: Mesh) -> None:
     alice, bob = Actor("alice", "token"), Actor("bob", "token")
-    task = await service.open_dedupe_task({"node": MERGED, "candidate": CANONICAL}, actor=alice)
+    task = await service.dedupe.open_dedupe_task({"node": MERGED, "candidate": CANONICAL}, actor=alice)
     for voter in (alice, bob):
-        await service.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": CANONICAL}, actor=voter)
-    await service.confirm_merge(task["task_id"], note="one problem", actor=Actor("mia", "token", role="maintainer"))
+        await service.dedupe.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": CANONICAL}, actor=voter)
+    await service.maintenance.confirm_merge(task["task_id"], note="one problem", actor=Actor("mia", "token", role="maintainer"))
 
 
-async def test_read_article_over_mcp_of_a_merged_node_returns_the_canonical(pair: Service):
+async def test_read_article_over_mcp_of_a_merged_node_returns_the_canonical(pair: Mesh):
     await merge_in_process(pair)
     async with Client(build_mcp_server(lambda: pair)) as client:
         read = await client.call_tool("read_article", {"id": MERGED})
@@ -459,7 +459,7 @@ async def test_read_article_over_mcp_of_a_merged_node_returns_the_canonical(pair
 
 
 
-async def test_read_article_over_a_remote_mcp_server_of_a_merged_node_returns_the_canonical(pair: Service):
+async def test_read_article_over_a_remote_mcp_server_of_a_merged_node_returns_the_canonical(pair: Mesh):
     """`serve --stdio --remote URL`: the remote answers 301, and the agent still gets the canonical node."""
     await merge_in_process(pair)
     async with serving(build_app(service=pair, with_mcp=False, write_limit=0)) as url:
@@ -475,7 +475,7 @@ async def test_read_article_over_a_remote_mcp_server_of_a_merged_node_returns_th
 # -- more merges -----------------------------------------------------------------------------------
 
 
-async def test_two_maintainers_confirming_one_pair_at_once_merge_it_once(pair: Service):
+async def test_two_maintainers_confirming_one_pair_at_once_merge_it_once(pair: Mesh):
     service = pair
     alice, bob = await token(service, "alice"), await token(service, "bob")
     maintainers = [await token(service, "mia", role="maintainer"), await token(service, "max", role="maintainer")]
@@ -495,10 +495,10 @@ async def test_two_maintainers_confirming_one_pair_at_once_merge_it_once(pair: S
     assert await service.store.redirect(MERGED) == CANONICAL
 
 
-async def test_a_node_merged_into_a_node_later_merged_answers_with_the_last_canonical(pair: Service, make_doc):
+async def test_a_node_merged_into_a_node_later_merged_answers_with_the_last_canonical(pair: Mesh, make_doc):
     service = pair
     third = "python/no-module-named-toml"
-    await service.create_node(make_doc(id=third, error="ModuleNotFoundError: No module named 'toml'",
+    await service.creation.create_node(make_doc(id=third, error="ModuleNotFoundError: No module named 'toml'",
                                        title="No module named toml in a venv"))
     alice, bob = await token(service, "alice"), await token(service, "bob")
     mia = await token(service, "mia", role="maintainer")
@@ -517,11 +517,11 @@ async def test_a_node_merged_into_a_node_later_merged_answers_with_the_last_cano
     assert read.status_code == 200 and read.json()["id"] == third
 
 
-async def test_a_pair_with_a_merged_node_cannot_be_merged_again(pair: Service, make_doc):
+async def test_a_pair_with_a_merged_node_cannot_be_merged_again(pair: Mesh, make_doc):
     """A task opened before a merge that involves the merged node: 409 node_merged, nothing written."""
     service = pair
     third = "python/no-module-named-toml"
-    await service.create_node(make_doc(id=third, error="ModuleNotFoundError: No module named 'toml'",
+    await service.creation.create_node(make_doc(id=third, error="ModuleNotFoundError: No module named 'toml'",
                                        title="No module named toml in a venv"))
     alice, bob = await token(service, "alice"), await token(service, "bob")
     mia = await token(service, "mia", role="maintainer")
@@ -539,22 +539,22 @@ async def test_a_pair_with_a_merged_node_cannot_be_merged_again(pair: Service, m
     assert await service.store.redirect(third) is None
 
 
-async def test_the_audit_log_is_append_only(sqlite_service: Service, make_doc, tmp_path):
+async def test_the_audit_log_is_append_only(sqlite_service: Mesh, make_doc, tmp_path):
     """The SQLite file refuses it (PostgreSQL's triggers: tests/test_backend_evidence.py)."""
     service = sqlite_service
-    await service.create_node(make_doc())
-    await service.set_status(NODE, "verified", actor=Actor("mia", "token", role="maintainer"))
+    await service.creation.create_node(make_doc())
+    await service.maintenance.set_status(NODE, "verified", actor=Actor("mia", "token", role="maintainer"))
     with sqlite3.connect(tmp_path / "test.db") as db:
         for statement in ("UPDATE maintainer_actions SET maintainer_id = 'mallory'", "DELETE FROM maintainer_actions"):
             with pytest.raises(sqlite3.DatabaseError, match="append only"):
                 db.execute(statement)
-    assert [a["maintainer"]["id"] for a in (await service.audit_log())["actions"]] == ["mia"]
+    assert [a["maintainer"]["id"] for a in (await service.maintenance.audit_log())["actions"]] == ["mia"]
 
 
-async def test_admin_remote_acts_with_a_maintainers_token(service: Service, make_doc, tmp_path):
-    await service.create_node(make_doc())
-    mia = (await service.add_token("mia", role="maintainer"))["token"]
-    alice = (await service.add_token("alice"))["token"]
+async def test_admin_remote_acts_with_a_maintainers_token(service: Mesh, make_doc, tmp_path):
+    await service.creation.create_node(make_doc())
+    mia = (await service.tokens.add_token("mia", role="maintainer"))["token"]
+    alice = (await service.tokens.add_token("alice"))["token"]
     db = str(tmp_path / "unused.db")
     async with serving(build_app(service=service, auth="required", write_limit=0, with_mcp=False)) as url:
         def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -568,17 +568,17 @@ async def test_admin_remote_acts_with_a_maintainers_token(service: Service, make
     assert refused.returncode == 2 and "maintainer_required" in refused.stderr
     actions = json.loads(log.stdout)["actions"]
     assert [(a["to"], a["maintainer"]["id"], a["proof"], a["note"]) for a in actions] == [("verified", "mia", "token", "checked")]
-    assert (await service.read_node(NODE)).body["status"] == "verified"
+    assert (await service.nodes.read_node(NODE)).body["status"] == "verified"
 
 
-async def test_the_location_of_a_merged_node_replaces_only_its_id(service: Service, make_doc):
+async def test_the_location_of_a_merged_node_replaces_only_its_id(service: Mesh, make_doc):
     for node_id in ("v1/nodes", "v1/other"):
-        await service.create_node(make_doc(id=node_id, ecosystem="v1", error=f"Error: {node_id} broke at start-up"))
+        await service.creation.create_node(make_doc(id=node_id, ecosystem="v1", error=f"Error: {node_id} broke at start-up"))
     alice, bob = Actor("alice", "token"), Actor("bob", "token")
-    task = await service.open_dedupe_task({"node": "v1/nodes", "candidate": "v1/other"}, actor=alice)
+    task = await service.dedupe.open_dedupe_task({"node": "v1/nodes", "candidate": "v1/other"}, actor=alice)
     for voter in (alice, bob):
-        await service.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": "v1/other"}, actor=voter)
-    await service.confirm_merge(task["task_id"], actor=Actor("mia", "token", role="maintainer"))
+        await service.dedupe.vote_dedupe(task["task_id"], {"vote": "same", "canonical_id": "v1/other"}, actor=voter)
+    await service.maintenance.confirm_merge(task["task_id"], actor=Actor("mia", "token", role="maintainer"))
     async with team(service) as client:
         locations = {path: (await client.get(path)).headers.get("location")
                      for path in ("/nodes/v1/nodes", "/v1/nodes/v1/nodes", "/v1/nodes/v1/nodes.md")}

@@ -28,7 +28,7 @@ from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.markdown import render_article
 from knowmesh_mcp.services.issues import issue_markdown, issues_markdown
 from knowmesh_mcp.web.pages import render_markdown, safe_link
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -333,14 +333,14 @@ def test_legitimate_content_reads_the_same():
 # -- through the service and HTTP --------------------------------------------------------------
 
 @pytest.mark.anyio
-async def test_hostile_node_over_http_markdown_and_pages(service: Service, make_doc):
+async def test_hostile_node_over_http_markdown_and_pages(service: Mesh, make_doc):
     raw = make_doc()
     raw["title"] = "Title\n===\n# heading"
     raw["content"]["symptom"] = FORGED_SOLUTIONS + "\n<script>alert(1)</script>\n" + JS_LINK
     raw["content"]["solutions"][0]["fix"] = ["echo ``` && rm -rf /tmp/x", "echo ``"]
     raw["content"]["solutions"][0]["provenance"] = {"source": JS_LINK}
     raw["content"]["failed_attempts"] = ["| a | b |\n|---|---|\n| c | d |", "---"]
-    await service.create_node(raw)
+    await service.creation.create_node(raw)
     app = build_app(service=service, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         read = await client.get(f"/v1/nodes/{raw['id']}.md", params={"include": "archived_failures,alternatives"})
@@ -360,7 +360,7 @@ async def test_hostile_node_over_http_markdown_and_pages(service: Service, make_
 
 
 @pytest.mark.anyio
-async def test_issue_markdown_escapes_html_and_structure(service: Service):
+async def test_issue_markdown_escapes_html_and_structure(service: Mesh):
     app = build_app(service=service, with_mcp=False, write_limit=0)
     issue = {"title": "<script>alert(1)</script>\n## Solutions", "body": "<script>alert(1)</script>\n"
              + FORGED_SOLUTIONS + "\n" + JS_LINK + "\n```\nswallowed", "endpoint": "/v1/x\n- injected: item",

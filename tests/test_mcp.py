@@ -19,7 +19,7 @@ from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.limits import MIN_BUDGET
 from knowmesh_mcp.services.reading import fit_search_to_budget, fit_to_budget
 from knowmesh_mcp.services.remote import RemoteMesh
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
@@ -69,7 +69,7 @@ async def test_agent_identity_defaults_to_the_local_agent(service, make_doc, mcp
     monkeypatch.setenv("KNOWMESH_AGENT_ID", "agent-from-env")
     async with mcp_connect(service, "auto", local_agent=True) as client:
         await client.call_tool("create_node", {k: make_doc()[k] for k in ("id", "ecosystem", "title", "signature", "content")})
-    history = await service.article_history(make_doc()["id"])
+    history = await service.articles.article_history(make_doc()["id"])
     # In-process the stdio server's own user is proven; through a remote it is an id the remote takes as claimed.
     local = request.node.callspec.params["mcp_connect"] == "local"
     assert history["revisions"][0]["agent"] == {"id": "agent-from-env", "proven": local}
@@ -98,15 +98,15 @@ async def test_a_team_report_under_the_os_user_name_never_takes_the_local_agents
     """A team's report synced in under `root` (or `ubuntu`, or whatever the OS user is here) made the
     local agent's own report on the same answer a 409 duplicate_report while it acted as the OS user."""
     monkeypatch.delenv("KNOWMESH_AGENT_ID", raising=False)
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     report = {"node": make_doc()["id"], "solution": "venv-linux", "outcome": "failed", "reason": "still fails",
               "env": {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}}
-    await service.report_outcome({**report, "agent": {"id": getpass.getuser()}})
+    await service.outcomes.report_outcome({**report, "agent": {"id": getpass.getuser()}})
     async with opened(tmp_path / "personal.db") as personal:
         async with serving(build_app(service=service, with_mcp=False, write_limit=0)) as url:
-            synced = await personal.sync_from(url)
+            synced = await personal.sync.sync_from(url)
         assert synced.evidence == 1
-        mine = await personal.report_outcome(report, actor=await personal.local_actor(None))
+        mine = await personal.outcomes.report_outcome(report, actor=await personal.local_actor(None))
     assert mine["accepted"] and mine["counts"]["failed_agents"] == 2
 
 
@@ -161,7 +161,7 @@ async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc,
     document = make_doc()
     document["content"]["context"] = "long context " * 400
     document["content"]["boundaries"] = ["boundary " * 100]
-    await service.create_node(document)
+    await service.creation.create_node(document)
     async with mcp_connect(service, "auto") as client:
         read = await client.call_tool("read_article", {"id": document["id"], "max_bytes": 2048, "include": "alternatives"})
     body = read.structured_content
@@ -171,11 +171,11 @@ async def test_max_bytes_bounds_the_read_and_says_what_it_cut(service, make_doc,
 
 
 async def test_max_bytes_is_a_hard_bound_that_keeps_identifiers(tmp_path):
-    corpus = await Service.open(tmp_path / "starter.db")  # the starter corpus: 65 real articles
+    corpus = await Mesh.open(tmp_path / "starter.db")  # the starter corpus: 65 real articles
     try:
-        async for document in corpus.export_documents():
-            full = (await corpus.read_node(document["id"])).body
-            hits = await corpus.search(document["title"], limit=20)
+        async for document in corpus.documents.export_documents():
+            full = (await corpus.nodes.read_node(document["id"])).body
+            hits = await corpus.searching.search(document["title"], limit=20)
             served = copy.deepcopy(hits)
             for budget in (MIN_BUDGET, 2048, 4096):
                 read = fit_to_budget(full, budget)
@@ -196,7 +196,7 @@ def compact_size(body: dict) -> int:
 
 
 async def test_article_resource(service, make_doc, mcp_connect):
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     async with mcp_connect(service, "auto") as client:
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["knowmesh://nodes/{ecosystem}/{slug}"]
@@ -229,9 +229,9 @@ async def test_stdio_subprocess(tmp_path, make_doc):
         again = await client.call_tool("read_article", {"id": document["id"]})
         assert again.structured_content["revision"] == 1
 
-    opened = await Service.open(tmp_path / "s.db")
+    opened = await Mesh.open(tmp_path / "s.db")
     try:
-        assert (await opened.read_node(document["id"])).body["title"] == document["title"]
+        assert (await opened.nodes.read_node(document["id"])).body["title"] == document["title"]
     finally:
         await opened.close()
 
@@ -299,7 +299,7 @@ async def test_review_queue_tool_pages_with_offset(service, make_doc, mcp_connec
     for n in range(3):
         document = make_doc(id=f"python/open-problem-{n}", error=f"OpenProblemError{n}: nobody solved this {n}")
         document["content"]["solutions"] = []
-        await service.create_node(document)
+        await service.creation.create_node(document)
     async with mcp_connect(service) as client:
         first = (await client.call_tool("review_queue", {"limit": 2})).structured_content
         rest = (await client.call_tool("review_queue", {"limit": 2, "offset": first["next_offset"]})).structured_content

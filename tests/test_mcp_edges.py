@@ -25,7 +25,7 @@ from test_stdio_fuzz import START_TIMEOUT, StdioServer
 
 from knowmesh_mcp.wire import results
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +86,7 @@ class McpPoster:
 
 
 @pytest.fixture
-async def mcp_http(service: Service) -> AsyncIterator[httpx2.AsyncClient]:
+async def mcp_http(service: Mesh) -> AsyncIterator[httpx2.AsyncClient]:
     async with serving(build_app(service=service)) as url, httpx2.AsyncClient(base_url=url, timeout=20) as client:
         yield client
 
@@ -128,7 +128,7 @@ async def test_a_tool_call_with_a_null_id_runs_nothing(poster, service, make_doc
     arguments = {key: document[key] for key in ("id", "ecosystem", "title", "signature", "content")}
     call = poster.message("tools/call", {"name": "create_node", "arguments": arguments}, id=None)
     invalid_request(await poster.post(call, method="tools/call", name="create_node"))
-    assert (await service.list_nodes())["nodes"] == [], "the refused call created nothing"
+    assert (await service.nodes.list_nodes())["nodes"] == [], "the refused call created nothing"
 
 
 # -- point 2: batches and other bodies that are no single message ---------------------------
@@ -153,7 +153,7 @@ async def test_a_body_that_is_no_single_message_is_invalid_request(poster, body)
 
 async def test_valid_requests_still_pass_and_a_long_body_is_replayed_whole(poster, service, make_doc):
     """The check reads the body first: the SDK must still get every byte of it, however it arrived."""
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     listed = poster.reply(await poster.post(poster.message("tools/list", id="list-1"), method="tools/list"))
     assert listed["id"] == "list-1" and "search" in {tool["name"] for tool in listed["result"]["tools"]}
     long_query = "ModuleNotFoundError: No module named 'requests' " + "x" * 300_000  # many receive() chunks
@@ -234,8 +234,8 @@ def test_the_article_history_result_model_requires_the_untrusted_data_mark():
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_article_history_is_marked_untrusted_over_mcp_and_http(service, make_doc, mode):
     document = make_doc()
-    await service.create_node(document)
-    await service.patch_article(document["id"], base_revision=1, agent={"id": "edges-agent"}, summary="sharper",
+    await service.creation.create_node(document)
+    await service.articles.patch_article(document["id"], base_revision=1, agent={"id": "edges-agent"}, summary="sharper",
                                 ops=[{"op": "set", "path": "/title", "value": "ModuleNotFoundError after pip install"}])
     validator = Draft202012Validator(results.ArticleHistory.model_json_schema())
     async with serving(build_app(service=service)) as url:

@@ -131,10 +131,10 @@ async def meshes(tmp_path_factory) -> Meshes:
     folder = tmp_path_factory.mktemp("eras")
     http_db, ts_db = folder / "http.db", folder / "ts-stdio.db"
     async with opened(http_db, seed=False) as service:
-        token = (await service.add_token(TOKEN_AGENT))["token"]
-        await service.create_node(copy.deepcopy(BASE_DOCUMENT))
+        token = (await service.tokens.add_token(TOKEN_AGENT))["token"]
+        await service.creation.create_node(copy.deepcopy(BASE_DOCUMENT))
     async with opened(ts_db, seed=False) as service:
-        await service.create_node(copy.deepcopy(BASE_DOCUMENT))
+        await service.creation.create_node(copy.deepcopy(BASE_DOCUMENT))
     return Meshes(folder, token, http_db, ts_db)
 
 

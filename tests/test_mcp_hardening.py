@@ -16,7 +16,7 @@ from mcp import Client
 from knowmesh_mcp.wire import results
 from knowmesh_mcp.mcp.server import build_mcp_server
 from knowmesh_mcp.core.limits import MIN_BUDGET
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
@@ -93,9 +93,12 @@ async def test_a_result_that_breaks_its_model_is_refused_by_the_server(service):
     """The short outputSchema does not loosen the contract: the server still checks each result
     against the full model before it sends it."""
 
-    class Broken:
+    class BrokenReview:
         async def review_queue(self, *, limit: Any = None, offset: Any = None) -> dict[str, Any]:
             return {"reasons": [], "limit": "twenty", "items": [], "trust": "untrusted-data"}
+
+    class Broken:
+        review = BrokenReview()
 
     async with Client(build_mcp_server(lambda: Broken())) as client:
         result = await client.call_tool("review_queue", {})
@@ -192,11 +195,11 @@ async def test_every_tool_result_matches_its_declared_output_schema(service, mak
 async def test_starter_corpus_results_match_their_schemas(tmp_path):
     """Real articles (the starter corpus): reads in several environments and budgets, searches by
     title and by error, and each node's history, all within the declared schemas."""
-    corpus = await Service.open(tmp_path / "starter.db")
+    corpus = await Mesh.open(tmp_path / "starter.db")
     try:
         async with Client(build_mcp_server(lambda: corpus)) as raw:
             checked = Checked(raw, await tools_of(raw))
-            async for document in corpus.export_documents():
+            async for document in corpus.documents.export_documents():
                 node = document["id"]
                 for arguments in ({}, {"env": "macos-15,python-3.12,pip"}, {"env": "ubuntu-24.04,node-20,npm,arm64"},
                                   {"max_bytes": MIN_BUDGET}, {"include": "alternatives", "max_bytes": 3000}):

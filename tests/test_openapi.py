@@ -22,7 +22,7 @@ from knowmesh_mcp.api import bodies
 from knowmesh_mcp.api.routes import ByMethod
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.api.openapi import OPERATIONS, openapi_document
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import free_port
 
@@ -49,7 +49,7 @@ def test_every_route_of_the_app_is_documented():
 
 
 @pytest.mark.anyio
-async def test_every_documented_operation_is_routed(service: Service):
+async def test_every_documented_operation_is_routed(service: Mesh):
     """No documented operation falls through to the router's 404 or 405 for a real node."""
     app = build_app(service=service, with_mcp=False)
     values = {"ecosystem": "python", "slug": "module-not-found-venv", "version": "sha256:0", "revision_id": "rev_0",
@@ -66,7 +66,7 @@ async def test_every_documented_operation_is_routed(service: Service):
 
 
 @pytest.mark.anyio
-async def test_the_document_is_served_and_is_openapi_3_1(service: Service):
+async def test_the_document_is_served_and_is_openapi_3_1(service: Mesh):
     app = build_app(service=service, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         response = await client.get("/v1/openapi.json")
@@ -85,7 +85,7 @@ async def test_the_document_is_served_and_is_openapi_3_1(service: Service):
 
 
 @pytest.mark.anyio
-async def test_405_names_the_methods_a_path_takes(service: Service):
+async def test_405_names_the_methods_a_path_takes(service: Mesh):
     app = build_app(service=service, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         for method, path, allowed in [

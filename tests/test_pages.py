@@ -18,7 +18,8 @@ from markupsafe import escape
 
 from knowmesh_mcp.web import doc_pages
 from knowmesh_mcp.web import pages
-from knowmesh_mcp.services.service import Service, load_documents
+from knowmesh_mcp.services.import_export import load_documents
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import store_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
@@ -138,12 +139,12 @@ def assert_safe_page(response: httpx2.Response, *, docs: bool = False) -> None:
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
-async def test_index_lists_every_node_grouped_by_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
-    await service.create_node(rust_doc(make_doc))
+async def test_index_lists_every_node_grouped_by_ecosystem(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
+    await service.creation.create_node(rust_doc(make_doc))
     for agent in ("agent-s1", "agent-s2"):
-        await service.report_outcome(solved_report(agent))
+        await service.outcomes.report_outcome(solved_report(agent))
 
     response = await http.get("/nodes")
     assert response.status_code == 200
@@ -172,7 +173,7 @@ async def test_index_lists_every_node_grouped_by_ecosystem(service: Service, htt
     assert "draft" in entry("rust/borrow-of-moved-value")
 
 
-async def test_index_walks_every_page_of_the_list(service: Service, http: httpx2.AsyncClient, make_doc):
+async def test_index_walks_every_page_of_the_list(service: Mesh, http: httpx2.AsyncClient, make_doc):
     base = make_doc()
     def word(n: int) -> str:  # numbers are values to the normalizer; distinct words are distinct errors
         return "".join("abcdefghij"[int(digit)] for digit in f"{n:03d}")
@@ -180,18 +181,18 @@ async def test_index_walks_every_page_of_the_list(service: Service, http: httpx2
     documents = [make_doc(id=f"python/many-{n:03d}", title=f"Many {n:03d}", error=f"ValueError: widget{word(n)} broke",
                           content={**base["content"], "solutions": base["content"]["solutions"][:1]})
                  for n in range(pages.LIST_PAGE + 5)]
-    report = await service.import_documents([(f"doc-{n}", d) for n, d in enumerate(documents)])
+    report = await service.documents.import_documents([(f"doc-{n}", d) for n, d in enumerate(documents)])
     assert len(report.created) == len(documents)
     text = (await http.get("/nodes")).text
     assert all(f'href="/nodes/python/many-{n:03d}"' in text for n in range(len(documents)))
 
 
-async def test_a_big_mesh_pages_per_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch):
+async def test_a_big_mesh_pages_per_ecosystem(service: Mesh, http: httpx2.AsyncClient, make_doc, monkeypatch):
     monkeypatch.setattr(pages, "INLINE_LIMIT", 2)
     monkeypatch.setattr(pages, "ECOSYSTEM_PAGE", 1)
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
-    await service.create_node(rust_doc(make_doc))
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
+    await service.creation.create_node(rust_doc(make_doc))
 
     index = (await http.get("/nodes")).text
     assert "3 problems in 2 ecosystems: 2 answered, 1 open" in index
@@ -219,9 +220,9 @@ async def test_index_of_an_empty_mesh(http: httpx2.AsyncClient):
     assert response.status_code == 200 and "No nodes have been published yet." in response.text
 
 
-async def test_search_form_shows_results_instead_of_the_list(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(rust_doc(make_doc))
+async def test_search_form_shows_results_instead_of_the_list(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(rust_doc(make_doc))
     listing = await http.get("/nodes")
     assert '<form method="get" action="/nodes" role="search">' in listing.text
     assert 'name="q"' in listing.text and 'name="env"' in listing.text
@@ -250,16 +251,16 @@ async def test_search_form_shows_results_instead_of_the_list(service: Service, h
 
 
 async def test_node_page_shows_the_article_answers_states_and_history(
-    service: Service, http: httpx2.AsyncClient, make_doc
+    service: Mesh, http: httpx2.AsyncClient, make_doc
 ):
     document = make_doc()
-    await service.create_node(document, agent={"id": "agent-author", "model": "model-x"})
+    await service.creation.create_node(document, agent={"id": "agent-author", "model": "model-x"})
     for agent in ("agent-s1", "agent-s2"):
-        await service.report_outcome(solved_report(agent))
-    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary="Name the interpreter check",
+        await service.outcomes.report_outcome(solved_report(agent))
+    await service.articles.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary="Name the interpreter check",
                                 ops=[{"op": "set", "path": "/content/root_cause",
                                       "value": "pip installed into a different interpreter; compare `pip -V` and `python -V`."}])
-    await service.report_failed_attempt(NODE, {
+    await service.failures.report_failed_attempt(NODE, {
         "environment": {"os": "windows-11", "runtime": "python-3.12", "pkg_manager": "pip"},
         "summary": "Reinstalled with the system pip.", "steps": ["pip install requests", "python app.py"],
         "reason": "Installed into another interpreter.", "agent": {"id": "agent-w"},
@@ -312,7 +313,7 @@ async def test_node_page_shows_the_article_answers_states_and_history(
     assert not robots_noindex(text)
 
 
-async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: httpx2.AsyncClient, make_doc):
+async def test_hostile_node_text_is_escaped_everywhere(service: Mesh, http: httpx2.AsyncClient, make_doc):
     base = make_doc()
     solution = {**base["content"]["solutions"][0], "title": HOSTILE_ATTR, "applies_to": HOSTILE_TAG,
                 "env": ["macos", HOSTILE_ATTR], "fix": [f"echo '{HOSTILE_TAG}'", HOSTILE_ATTR],
@@ -327,16 +328,16 @@ async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: h
                  "solutions": [solution], "alternatives": [HOSTILE_TAG, {"note": HOSTILE_ATTR}],
                  "failed_attempts": [HOSTILE_TAG], "boundaries": [HOSTILE_ATTR]},
     )
-    await service.create_node(document)
-    await service.patch_article("python/hostile-text", base_revision=1, agent={"id": "agent-x"},
+    await service.creation.create_node(document)
+    await service.articles.patch_article("python/hostile-text", base_revision=1, agent={"id": "agent-x"},
                                 summary=f"{HOSTILE_TAG} {HOSTILE_ATTR}",
                                 ops=[{"op": "set", "path": "/content/boundaries", "value": [HOSTILE_TAG]}])
 
     # An open problem whose title and symptom are hostile (it shows on the front door and the review
     # queue), and a hostile service issue: every kind of page shows some attacker text.
-    await service.create_node(open_problem(make_doc, title=f"Open {HOSTILE_ATTR} {HOSTILE_TAG}",
+    await service.creation.create_node(open_problem(make_doc, title=f"Open {HOSTILE_ATTR} {HOSTILE_TAG}",
                                            content={**base["content"], "solutions": [], "symptom": HOSTILE_ATTR}))
-    await service.file_issue({"title": f"Issue {HOSTILE_ATTR} {HOSTILE_TAG}", "body": HOSTILE_ATTR,
+    await service.issues.file_issue({"title": f"Issue {HOSTILE_ATTR} {HOSTILE_TAG}", "body": HOSTILE_ATTR,
                               "endpoint": HOSTILE_TAG, "labels": [HOSTILE_ATTR]})
     browser = {"accept": "text/html"}
     pages_shown = (  # (path, query, status, the hostile texts the page must show escaped)
@@ -373,9 +374,9 @@ async def test_hostile_node_text_is_escaped_everywhere(service: Service, http: h
     assert page_text.count(escaped(HOSTILE_TAG)) >= 8  # title, error, alias, prose, steps, verify, notes, history
 
 
-async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
+async def test_noindex_on_unsolved_nodes_only(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
     unsolved = await http.get("/nodes/python/requests-import-fails-after-reinstall")
     assert unsolved.status_code == 200 and robots_noindex(unsolved.text)
     assert unsolved.headers["x-knowmesh-has-answer"] == "false"
@@ -384,7 +385,7 @@ async def test_noindex_on_unsolved_nodes_only(service: Service, http: httpx2.Asy
     solved = await http.get(f"/nodes/{NODE}")
     assert solved.status_code == 200 and "noindex" not in solved.text
 
-    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Remove the answers",
+    await service.articles.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Remove the answers",
                                 ops=[{"op": "set", "path": "/content/solutions", "value": []}])
     assert robots_noindex((await http.get(f"/nodes/{NODE}")).text)  # unanswered again: noindex again
 
@@ -401,8 +402,8 @@ async def test_unknown_and_invalid_ids_are_html_404s(http: httpx2.AsyncClient):
     assert (await http.post("/nodes")).status_code == 405
 
 
-async def test_an_address_with_a_trailing_slash_leads_to_its_page(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc(), agent={"id": "agent-author"})
+async def test_an_address_with_a_trailing_slash_leads_to_its_page(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc(), agent={"id": "agent-author"})
     for path, target in (("/nodes/python/", "/nodes/python"), (f"/nodes/{NODE}/", f"/nodes/{NODE}"),
                          (f"/nodes/{NODE}/history//", f"/nodes/{NODE}/history"),
                          ("/nodes/python/?q=pip", "/nodes/python?q=pip"),
@@ -500,9 +501,9 @@ async def test_doc_rendering_drops_raw_html_and_links_docs_to_their_pages(
 
 # -- the front door, ecosystems, history, diff, review, issues, sitemap ---------------------------
 
-async def starter(service: Service) -> int:
+async def starter(service: Mesh) -> int:
     """The starter corpus, as a fresh install has it; returns how many nodes it holds."""
-    report = await service.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+    report = await service.documents.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
     return len(report.created)
 
 
@@ -511,11 +512,11 @@ def anchored_headings(text: str) -> list[str]:
     return re.findall(r'<h[23] id="([^"]+)">.*?<a class="anchor" href="#\1"', text)
 
 
-async def test_front_door(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc, title=f"Open {HOSTILE_TAG} problem"))
-    await service.create_node(rust_doc(make_doc))
-    await service.file_issue({"title": "A page is slow", "body": "It takes 3 s."})
+async def test_front_door(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc, title=f"Open {HOSTILE_TAG} problem"))
+    await service.creation.create_node(rust_doc(make_doc))
+    await service.issues.file_issue({"title": "A page is slow", "body": "It takes 3 s."})
 
     response = await http.get("/")
     assert response.status_code == 200
@@ -545,10 +546,10 @@ async def test_front_door_of_an_empty_mesh(http: httpx2.AsyncClient):
     assert "None: every problem here has an answer." in response.text
 
 
-async def test_ecosystem_page_lists_that_ecosystem(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
-    await service.create_node(rust_doc(make_doc))
+async def test_ecosystem_page_lists_that_ecosystem(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
+    await service.creation.create_node(rust_doc(make_doc))
 
     response = await http.get("/nodes/python")
     assert response.status_code == 200
@@ -570,15 +571,15 @@ async def test_ecosystem_page_lists_that_ecosystem(service: Service, http: httpx
         assert 'href="/nodes/python"' in missing.text  # the ecosystems there are
 
 
-async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
+async def test_pages_mark_an_id_no_token_proved(service: Mesh, make_doc):
     """On `--auth optional` an edit without a token is kept under the id it claims: its page must
     not read like the token holder's own (the JSON said `proven: false`; the page did not)."""
     from knowmesh_mcp.api.app import build_app
 
     from conftest import serving
 
-    token = (await service.add_token("mia", role="maintainer"))["token"]
-    await service.create_node(make_doc())
+    token = (await service.tokens.add_token("mia", role="maintainer"))["token"]
+    await service.creation.create_node(make_doc())
     async with serving(build_app(service=service, auth="optional", write_limit=0, with_mcp=False)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10) as client:
             def edit(value: str) -> dict[str, Any]:
@@ -589,7 +590,7 @@ async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
             forged = await client.patch(f"/v1/nodes/{NODE}/article", json={"base_revision": 2, **edit("not mia")})
             attempt = {"environment": {"os": "linux"}, "summary": "tried", "steps": ["pip install x"],
                        "reason": "same error", "agent": {"id": "mia"}}
-            await service.create_node(open_problem(make_doc))
+            await service.creation.create_node(open_problem(make_doc))
             failure = await client.post("/v1/nodes/python/requests-import-fails-after-reinstall/failures", json=attempt)
             history = (await client.get(f"/nodes/{NODE}/history")).text
             problem = (await client.get("/nodes/python/requests-import-fails-after-reinstall")).text
@@ -601,9 +602,9 @@ async def test_pages_mark_an_id_no_token_proved(service: Service, make_doc):
     assert "mia" in problem and "(claimed, unproven)" in problem
 
 
-async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc(), agent={"id": "agent-author"})
-    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Warn {HOSTILE_TAG}",
+async def test_history_and_diff_pages(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc(), agent={"id": "agent-author"})
+    await service.articles.patch_article(NODE, base_revision=1, agent={"id": "agent-editor"}, summary=f"Warn {HOSTILE_TAG}",
                                 ops=[{"op": "set", "path": "/content/root_cause", "value": f"Two interpreters {HOSTILE_ATTR}"},
                                      {"op": "set", "path": "/content/solutions/venv-macos/fix/1",
                                       "value": ".venv/bin/python -m pip install --upgrade requests"}])
@@ -646,14 +647,14 @@ async def test_history_and_diff_pages(service: Service, http: httpx2.AsyncClient
         assert_safe_page(missing)
 
 
-async def test_each_answer_shows_its_evidence_in_words(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
+async def test_each_answer_shows_its_evidence_in_words(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
     for agent in ("agent-s1", "agent-s2", "agent-s3"):
-        await service.report_outcome(solved_report(agent))
-    await service.report_outcome({**solved_report("agent-f1"), "outcome": "failed", "reason": "Still missing."})
+        await service.outcomes.report_outcome(solved_report(agent))
+    await service.outcomes.report_outcome({**solved_report("agent-f1"), "outcome": "failed", "reason": "Still missing."})
     linux = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
     for agent in ("agent-l1", "agent-l2"):
-        await service.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
+        await service.outcomes.report_outcome({"node": NODE, "solution": "venv-linux", "outcome": "failed", "env": linux,
                                       "agent": {"id": agent}, "reason": "Wrong interpreter again."})
 
     text = (await http.get(f"/nodes/{NODE}")).text
@@ -662,7 +663,7 @@ async def test_each_answer_shows_its_evidence_in_words(service: Service, http: h
     linux_part = text[text.index('id="answer-venv-linux"'):]
     assert "<li>Failed for 2 agents on linux · python 3 · pip (known to fail there).</li>" in linux_part
 
-    await service.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Another step",
+    await service.articles.patch_article(NODE, base_revision=1, agent={"id": "agent-e"}, summary="Another step",
                                 ops=[{"op": "set", "path": "/content/solutions/venv-linux/fix/-", "value": "hash -r"}])
     linux_part = (await http.get(f"/nodes/{NODE}")).text.split('id="answer-venv-linux"', 1)[1]
     assert "No agent has reported running this revision of the answer yet." in linux_part
@@ -670,20 +671,20 @@ async def test_each_answer_shows_its_evidence_in_words(service: Service, http: h
 
 
 async def test_evidence_words_of_a_node_with_more_reports_than_a_page_reads(
-    service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch
+    service: Mesh, http: httpx2.AsyncClient, make_doc, monkeypatch
 ):
     monkeypatch.setattr(pages, "FEEDBACK_PAGES", 0)  # as if the node had more reports than the page reads
-    await service.create_node(make_doc())
+    await service.creation.create_node(make_doc())
     for agent in ("agent-s1", "agent-s2"):
-        await service.report_outcome(solved_report(agent))
+        await service.outcomes.report_outcome(solved_report(agent))
     text = (await http.get(f"/nodes/{NODE}")).text
     macos = text[text.index('id="answer-venv-macos"'):text.index('id="answer-venv-linux"')]
     assert "<li>Worked for 2 agents (all environments together).</li>" in macos
 
 
-async def test_status_and_answer_state_are_explained_side_by_side(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.import_documents([("doc", {**make_doc(), "status": "verified"})])
-    await service.create_node(open_problem(make_doc))
+async def test_status_and_answer_state_are_explained_side_by_side(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.documents.import_documents([("doc", {**make_doc(), "status": "verified"})])
+    await service.creation.create_node(open_problem(make_doc))
 
     text = (await http.get(f"/nodes/{NODE}")).text
     [lines] = re.findall(r'<ul class="states">(.*?)</ul>', text)
@@ -697,8 +698,8 @@ async def test_status_and_answer_state_are_explained_side_by_side(service: Servi
     assert "<strong>Answer state: none</strong> — no answer yet" in unsolved
 
 
-async def test_headings_carry_anchors(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc())
+async def test_headings_carry_anchors(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc())
     text = (await http.get(f"/nodes/{NODE}")).text
     ids = anchored_headings(text)
     assert {"error", "symptom", "context", "root-cause", "answers", "outcome-reports", "failed-attempts",
@@ -708,7 +709,7 @@ async def test_headings_carry_anchors(service: Service, http: httpx2.AsyncClient
     assert 'href="#answer-venv-macos"' in text and 'id="answer-venv-macos"' in text
 
 
-async def test_review_queue_of_a_fresh_install_counts_and_pages(service: Service, http: httpx2.AsyncClient):
+async def test_review_queue_of_a_fresh_install_counts_and_pages(service: Mesh, http: httpx2.AsyncClient):
     size = await starter(service)
     first = (await http.get("/v1/review")).json()
     assert first["total"] == size and first["total_exact"] is True and first["offset"] == 0
@@ -759,10 +760,10 @@ async def test_review_queue_of_a_fresh_install_counts_and_pages(service: Service
         assert "<script>" not in bad.text
 
 
-async def test_review_page_lists_urgent_items_with_their_requests(service: Service, http: httpx2.AsyncClient, make_doc):
-    await service.create_node(make_doc(title=f"Hostile {HOSTILE_TAG}"))
+async def test_review_page_lists_urgent_items_with_their_requests(service: Mesh, http: httpx2.AsyncClient, make_doc):
+    await service.creation.create_node(make_doc(title=f"Hostile {HOSTILE_TAG}"))
     for agent in ("agent-f1", "agent-f2"):
-        await service.report_outcome({**solved_report(agent), "outcome": "failed", "reason": "No."})
+        await service.outcomes.report_outcome({**solved_report(agent), "outcome": "failed", "reason": "No."})
     text = (await http.get("/review")).text
     assert has_heading(text, 'failed_answer <span class="meta">(1 here, 1 in all)</span> ')
     assert "Two independent agents reported the current answer failed." in text
@@ -771,20 +772,20 @@ async def test_review_page_lists_urgent_items_with_their_requests(service: Servi
     assert 'id="reasons"' in text  # the legend
 
 
-async def test_mcp_review_tool_still_answers_with_the_total(service: Service, make_doc):
+async def test_mcp_review_tool_still_answers_with_the_total(service: Mesh, make_doc):
     from mcp import Client
 
     from knowmesh_mcp.mcp.server import build_mcp_server
 
-    await service.create_node(open_problem(make_doc))
+    await service.creation.create_node(open_problem(make_doc))
     async with Client(build_mcp_server(lambda: service)) as client:
         result = await client.call_tool("review_queue", {"limit": 1})
     assert not result.is_error
     assert result.structured_content["total"] == 1 and result.structured_content["next_offset"] is None
 
 
-async def test_issues_are_html_pages_for_a_browser(service: Service, http: httpx2.AsyncClient):
-    await service.file_issue({"title": f"Search {HOSTILE_TAG}", "body": f"Line one\n{HOSTILE_ATTR}\nline three",
+async def test_issues_are_html_pages_for_a_browser(service: Mesh, http: httpx2.AsyncClient):
+    await service.issues.file_issue({"title": f"Search {HOSTILE_TAG}", "body": f"Line one\n{HOSTILE_ATTR}\nline three",
                               "endpoint": "/v1/search", "labels": ["search", HOSTILE_TAG]})
     browser = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
     listing = await http.get("/issues", headers=browser)
@@ -805,12 +806,12 @@ async def test_issues_are_html_pages_for_a_browser(service: Service, http: httpx
     assert (await http.get("/issues/99")).json()["error"]["code"] == "issue_not_found"
 
 
-async def test_sitemap_lists_answered_nodes_only(service: Service, http: httpx2.AsyncClient, make_doc):
+async def test_sitemap_lists_answered_nodes_only(service: Mesh, http: httpx2.AsyncClient, make_doc):
     from xml.etree import ElementTree
 
-    await service.create_node(make_doc())
-    await service.create_node(open_problem(make_doc))
-    await service.create_node(rust_doc(make_doc))
+    await service.creation.create_node(make_doc())
+    await service.creation.create_node(open_problem(make_doc))
+    await service.creation.create_node(rust_doc(make_doc))
     response = await http.get("/sitemap.xml")
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/xml")
     namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
@@ -832,7 +833,7 @@ async def test_sitemap_lists_answered_nodes_only(service: Service, http: httpx2.
 
 
 async def test_a_sitemap_too_big_for_one_file_is_an_index_of_files_that_hold_every_answered_node(
-        service: Service, http: httpx2.AsyncClient, make_doc, monkeypatch):
+        service: Mesh, http: httpx2.AsyncClient, make_doc, monkeypatch):
     """Before, the sitemap read at most 50,000 nodes, whole documents a page at a time (2.7 s at
     100,000 nodes), and left every answered node past them out of it."""
     from xml.etree import ElementTree
@@ -843,9 +844,9 @@ async def test_a_sitemap_too_big_for_one_file_is_an_index_of_files_that_hold_eve
     namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
     answered = [f"python/sitemap-node-{n:02d}" for n in range(12)]
     for node_id in answered:
-        await service.create_node(make_doc(id=node_id, error=f"ModuleNotFoundError: No module named 'sitemap_{'abcdefghijkl'[int(node_id[-2:])]}'"))
-    await service.create_node(open_problem(make_doc))
-    await service.set_status(answered[3], "deprecated", note="merged elsewhere", actor=Actor("mia", "token", role="maintainer"))
+        await service.creation.create_node(make_doc(id=node_id, error=f"ModuleNotFoundError: No module named 'sitemap_{'abcdefghijkl'[int(node_id[-2:])]}'"))
+    await service.creation.create_node(open_problem(make_doc))
+    await service.maintenance.set_status(answered[3], "deprecated", note="merged elsewhere", actor=Actor("mia", "token", role="maintainer"))
     listed = answered[:3] + answered[4:]  # answered and published: 11 nodes
 
     whole = await http.get("/sitemap.xml")  # a small mesh: one file, as before
@@ -879,8 +880,8 @@ async def test_a_sitemap_too_big_for_one_file_is_an_index_of_files_that_hold_eve
     "/nodes/a%2Fb/history", "/review?offset=%00", "/review?limit=", "/review?reason=", "/nodes/python?cursor=%00",
     "/nodes/" + "x" * 5000, "/nodes/python/" + "y" * 5000 + "/diff",
 ])
-async def test_hostile_page_addresses_are_never_a_500(service: Service, http: httpx2.AsyncClient, make_doc, path):
-    await service.create_node(make_doc())
+async def test_hostile_page_addresses_are_never_a_500(service: Mesh, http: httpx2.AsyncClient, make_doc, path):
+    await service.creation.create_node(make_doc())
     response = await http.get(path)
     assert response.status_code in (200, 400, 404), (path, response.status_code)
     assert response.headers["content-type"].startswith("text/html"), path
@@ -892,10 +893,10 @@ async def test_hostile_page_addresses_are_never_a_500(service: Service, http: ht
 GUESSES = '<p class="note guesses" role="note"><strong>No likely match.</strong>'
 
 
-async def test_search_page_says_when_every_result_is_a_guess(service: Service, http: httpx2.AsyncClient):
+async def test_search_page_says_when_every_result_is_a_guess(service: Mesh, http: httpx2.AsyncClient):
     await starter(service)
     weak_query = "TypeError: Cannot read properties of undefined (reading 'map')"  # no starter node is about it
-    envelope = await service.search(weak_query)
+    envelope = await service.searching.search(weak_query)
     assert envelope["results"] and envelope["results"][0]["score"] < 0.5, envelope["results"][:1]
 
     weak = await http.get("/nodes", params={"q": weak_query})

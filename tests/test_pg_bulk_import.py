@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.import_export import ImportExport
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import PostgresStore
 from knowmesh_mcp.store.postgres import store as pg_store
 from knowmesh_mcp.store.postgres.connection import migrate
@@ -38,20 +39,20 @@ def items(make_doc, count: int) -> list[tuple[str, Any]]:
 
 async def test_an_import_into_a_small_mesh_builds_the_indexes_at_its_end(pg_database: str, make_doc, monkeypatch):
     seen_during: list[set[str]] = []
-    write_batch = Service._import_batch
+    write_batch = ImportExport._import_batch
 
-    async def watched(self: Service, *args: Any, **kwargs: Any) -> None:
+    async def watched(self: ImportExport, *args: Any, **kwargs: Any) -> None:
         seen_during.append(await search_indexes(pg_database))
         await write_batch(self, *args, **kwargs)
 
-    monkeypatch.setattr(Service, "_import_batch", watched)
-    service = await Service.open(pg_database, seed=False)
+    monkeypatch.setattr(ImportExport, "_import_batch", watched)
+    service = await Mesh.open(pg_database, seed=False)
     try:
-        report = await service.import_documents(items(make_doc, 12))
+        report = await service.documents.import_documents(items(make_doc, 12))
         assert len(report.created) == 12
         assert seen_during and all(found == set() for found in seen_during)  # written without them
         assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
-        found = await service.search("ImportError: cannot import name 'bulk7' from 'pkg7'")
+        found = await service.searching.search("ImportError: cannot import name 'bulk7' from 'pkg7'")
         assert found["results"][0]["id"] == "python/bulk-7"
     finally:
         await service.close()
@@ -61,14 +62,14 @@ async def test_an_import_into_a_small_mesh_builds_the_indexes_at_its_end(pg_data
 
 
 async def test_an_import_that_fails_still_builds_the_indexes(pg_database: str, make_doc, monkeypatch):
-    async def broken(self: Service, *args: Any, **kwargs: Any) -> None:
+    async def broken(self: ImportExport, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(Service, "_import_batch", broken)
-    service = await Service.open(pg_database, seed=False)
+    monkeypatch.setattr(ImportExport, "_import_batch", broken)
+    service = await Mesh.open(pg_database, seed=False)
     try:
         with pytest.raises(RuntimeError):
-            await service.import_documents(items(make_doc, 3))
+            await service.documents.import_documents(items(make_doc, 3))
         assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
     finally:
         await service.close()
@@ -109,12 +110,12 @@ async def test_an_index_someone_already_built_is_left_as_it_is(pg_database: str)
 
 async def test_an_import_into_a_big_mesh_keeps_its_indexes(pg_database: str, make_doc, monkeypatch):
     monkeypatch.setattr(pg_store, "DEFER_BELOW", 1)
-    service = await Service.open(pg_database, seed=False)
+    service = await Mesh.open(pg_database, seed=False)
     try:
-        await service.import_documents(items(make_doc, 1))
+        await service.documents.import_documents(items(make_doc, 1))
         async with service.store.bulk_import():  # 1 node: not below DEFER_BELOW
             assert await search_indexes(pg_database) == set(DEFERRED_INDEXES)
-        dry = await service.import_documents(items(make_doc, 3), dry_run=True)
+        dry = await service.documents.import_documents(items(make_doc, 3), dry_run=True)
         assert len(dry.created) == 2
     finally:
         await service.close()

@@ -24,57 +24,57 @@ def refused_field(caught: pytest.ExceptionInfo[KnowmeshError]) -> tuple[int, str
 
 
 async def test_no_match_guidance_holds_no_placeholder_and_publishes_what_was_known(service):
-    envelope = await service.search(UNSEEN_ERROR, env="linux,java-21,gradle")
+    envelope = await service.searching.search(UNSEEN_ERROR, env="linux,java-21,gradle")
     body = envelope["guidance"]["create_node"]["body"]
     assert FILL_IN_RE.search(json.dumps(body)) is None
     assert body["content"]["context"] == "Seen on OS linux, runtime java-21, package manager gradle."
-    created = await service.create_node(body)
-    read = await service.read_view(created["id"])
+    created = await service.creation.create_node(body)
+    read = await service.nodes.read_view(created["id"])
     assert read["content"]["context"] == "Seen on OS linux, runtime java-21, package manager gradle."
 
 
 async def test_no_match_guidance_without_env_says_it_was_not_given(service):
-    body = (await service.search(UNSEEN_ERROR))["guidance"]["create_node"]["body"]
+    body = (await service.searching.search(UNSEEN_ERROR))["guidance"]["create_node"]["body"]
     assert body["content"]["context"] == "Seen in an environment the search did not state."
-    assert (await service.create_node(body))["status"] == "draft"
+    assert (await service.creation.create_node(body))["status"] == "draft"
 
 
 async def test_a_fill_in_left_in_a_new_node_is_400_naming_its_field(service, make_doc):
     document = make_doc()
     document["content"]["context"] = "Ubuntu 24.04. <what you were doing when it happened>"
     with pytest.raises(KnowmeshError) as caught:
-        await service.create_node(document)
+        await service.creation.create_node(document)
     assert refused_field(caught) == (400, "invalid_node", "/content/context", "placeholder")
     assert "<what you were doing when it happened>" in caught.value.message
-    assert (await service.list_nodes())["nodes"] == []  # nothing written
+    assert (await service.nodes.list_nodes())["nodes"] == []  # nothing written
 
 
 async def test_the_ready_requests_of_a_read_sent_unchanged_are_400(service, make_doc):
-    created = await service.create_node(make_doc(content={**make_doc()["content"], "solutions": []}))
-    read = await service.read_view(created["id"])
+    created = await service.creation.create_node(make_doc(content={**make_doc()["content"], "solutions": []}))
+    read = await service.nodes.read_view(created["id"])
     add_answer = read["next"]["patch_article"]["arguments"]
     with pytest.raises(KnowmeshError) as caught:
-        await service.patch_article(created["id"], base_revision=add_answer["base_revision"], ops=add_answer["ops"],
+        await service.articles.patch_article(created["id"], base_revision=add_answer["base_revision"], ops=add_answer["ops"],
                                     agent={"id": "agent-a"}, summary=add_answer["summary"])
     problems = {(p["field"], p["rule"]) for p in caught.value.details["problems"]}
     assert ("/content/solutions/0/fix/0", "placeholder") in problems
     assert ("/content/solutions/0/verify/command", "placeholder") in problems
     with pytest.raises(KnowmeshError) as caught:  # its agent too
-        await service.patch_article(created["id"], base_revision=add_answer["base_revision"], ops=add_answer["ops"],
+        await service.articles.patch_article(created["id"], base_revision=add_answer["base_revision"], ops=add_answer["ops"],
                                     agent=add_answer["agent"], summary=add_answer["summary"])
     assert (caught.value.status, caught.value.details["field"]) == (400, "agent.id")
     edit = {"op": "set", "path": "/content/context", "value": "<improved context>"}
     with pytest.raises(KnowmeshError) as caught:
-        await service.patch_article(created["id"], base_revision=read["revision"], ops=[edit],
+        await service.articles.patch_article(created["id"], base_revision=read["revision"], ops=[edit],
                                     agent={"id": "agent-a"}, summary="Clearer context")
     assert refused_field(caught) == (400, "invalid_node", "/content/context", "placeholder")
-    assert (await service.read_view(created["id"]))["revision"] == read["revision"]  # nothing written
+    assert (await service.nodes.read_view(created["id"]))["revision"] == read["revision"]  # nothing written
 
 
 async def test_our_fill_ins_only_and_not_real_angle_bracket_text(service, make_doc):
     document = make_doc(error='File "<stdin>", line 1, in <module>')
     document["content"]["symptom"] = "no module named '<*>' at <path>: line <n>"
-    assert (await service.create_node(document))["status"] == "draft"
+    assert (await service.creation.create_node(document))["status"] == "draft"
 
 
 async def test_the_mcp_tool_and_the_http_route_refuse_a_placeholder(service, make_doc, http):

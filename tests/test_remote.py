@@ -52,7 +52,7 @@ async def test_stdio_subprocess_fronts_a_remote_mesh(service, base_url, make_doc
         assert error_of(missing)["code"] == "node_not_found"
         resource = await client.read_resource(f"knowmesh://nodes/{document['id']}")
         assert document["title"] in resource.contents[0].text
-    history = await service.article_history(document["id"])
+    history = await service.articles.article_history(document["id"])
     assert history["revisions"][0]["agent"]["id"] == "remote-agent", "the write landed on the remote, as its agent"
     assert not (tmp_path / "never-made.db").exists(), "a remote stdio server opens no local store"
 
@@ -104,8 +104,8 @@ async def test_review_queue_takes_reason_through_the_remote(service, base_url, m
     "unexpected server error": the remote mesh took no `reason`)."""
     unsolved = make_doc(id="python/open-problem", error="OpenProblemError: nobody solved this")
     unsolved["content"]["solutions"] = []
-    await service.create_node(unsolved)
-    await service.create_node(make_doc())
+    await service.creation.create_node(unsolved)
+    await service.creation.create_node(make_doc())
     async with remote_client(base_url) as client:
         only = await client.call_tool("review_queue", {"reason": "unsolved"})
         none = await client.call_tool("review_queue", {"reason": "disputed"})

@@ -19,7 +19,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.search.query import MAX_QUERY_CHARS, index_row, value_shapes
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import store_dir
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
@@ -49,12 +49,12 @@ async def seeded_pg_template(server: str, names: list[str]) -> str:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8'")
         names.append(name)
-        await (await Service.open(urlunsplit(urlsplit(server)._replace(path=f"/{name}")))).close()
+        await (await Mesh.open(urlunsplit(urlsplit(server)._replace(path=f"/{name}")))).close()
     return names[0]
 
 
 @pytest.fixture
-async def corpus(backend, request, tmp_path) -> AsyncIterator[Service]:
+async def corpus(backend, request, tmp_path) -> AsyncIterator[Mesh]:
     """A database seeded with the starter corpus (built once, copied per test), on the test's backend."""
     if backend == "postgres":
         server = request.getfixturevalue("postgres_server")
@@ -65,7 +65,7 @@ async def corpus(backend, request, tmp_path) -> AsyncIterator[Service]:
         return
     path = tmp_path / "corpus.db"
     if "db" not in SEED_CACHE:
-        service = await Service.open(path)
+        service = await Mesh.open(path)
         await service.close()
         SEED_CACHE["db"] = path.read_bytes()
     else:
@@ -78,33 +78,33 @@ def ids(envelope: dict) -> list[str]:
     return [result["id"] for result in envelope["results"]]
 
 
-async def test_the_spec_example_finds_the_macos_sed_node(corpus: Service):
-    envelope = await corpus.search("sed in place edit fails on mac")
+async def test_the_spec_example_finds_the_macos_sed_node(corpus: Mesh):
+    envelope = await corpus.searching.search("sed in place edit fails on mac")
     assert ids(envelope)[0] == "shell/sed-in-place-bsd-vs-gnu"
     assert envelope["results"][0]["match"] == "most_terms"
 
 
-async def test_raw_error_with_other_values_is_a_signature_match(corpus: Service):
-    envelope = await corpus.search("Error: listen EADDRINUSE: address already in use 127.0.0.1:5173", env="macos-14")
+async def test_raw_error_with_other_values_is_a_signature_match(corpus: Mesh):
+    envelope = await corpus.searching.search("Error: listen EADDRINUSE: address already in use 127.0.0.1:5173", env="macos-14")
     top = envelope["results"][0]
     assert (top["id"], top["match"]) == ("node/eaddrinuse", "signature")
     assert top["solution"]["env"] == ["macos"]
     assert top["score"] >= 0.9
 
 
-async def test_a_traceback_finds_the_node_of_its_last_line(corpus: Service):
+async def test_a_traceback_finds_the_node_of_its_last_line(corpus: Mesh):
     traceback = """Traceback (most recent call last):
   File "C:\\Users\\ana\\proj\\app.py", line 41, in <module>
     from setup_helpers import build
   File "C:\\Users\\ana\\proj\\setup_helpers.py", line 3, in <module>
     from distutils.core import setup
 ModuleNotFoundError: No module named 'distutils'"""
-    envelope = await corpus.search(traceback, env="windows-11,python-3.12")
+    envelope = await corpus.searching.search(traceback, env="windows-11,python-3.12")
     assert ids(envelope)[0] == "python/distutils-removed-312"
     assert envelope["results"][0]["match"] == "signature"
 
 
-async def test_compiler_output_finds_its_error_line(corpus: Service):
+async def test_compiler_output_finds_its_error_line(corpus: Mesh):
     output = """   Compiling demo v0.1.0 (/home/u/demo)
 error[E0382]: borrow of moved value: `names`
  --> src/main.rs:9:22
@@ -116,59 +116,59 @@ error[E0382]: borrow of moved value: `names`
   |
 help: consider cloning the value if the performance cost is acceptable
 error: could not compile `demo` (bin "demo") due to 1 previous error"""
-    assert ids(await corpus.search(output))[0] == "rust/e0382-borrow-of-moved-value"
+    assert ids(await corpus.searching.search(output))[0] == "rust/e0382-borrow-of-moved-value"
 
 
-async def test_confusable_errors_are_told_apart_by_their_values(corpus: Service):
-    generic = await corpus.search("ModuleNotFoundError: No module named 'flask'")
-    specific = await corpus.search("ModuleNotFoundError: No module named 'distutils'")
+async def test_confusable_errors_are_told_apart_by_their_values(corpus: Mesh):
+    generic = await corpus.searching.search("ModuleNotFoundError: No module named 'flask'")
+    specific = await corpus.searching.search("ModuleNotFoundError: No module named 'distutils'")
     assert ids(generic)[0] == "python/module-not-found-venv"
     assert ids(specific)[0] == "python/distutils-removed-312"
 
 
-async def test_synonyms_apply_to_natural_language(corpus: Service):
+async def test_synonyms_apply_to_natural_language(corpus: Mesh):
     for phrase in ("sed -i fails on osx", "sed -i error on darwin"):
-        assert ids(await corpus.search(phrase))[0] == "shell/sed-in-place-bsd-vs-gnu", phrase
+        assert ids(await corpus.searching.search(phrase))[0] == "shell/sed-in-place-bsd-vs-gnu", phrase
 
 
-async def test_env_picks_the_one_answer_per_result(corpus: Service):
-    mac = (await corpus.search("sed -i invalid command code", env="macos-15"))["results"][0]
-    linux = (await corpus.search("sed -i invalid command code", env="ubuntu-24.04"))["results"][0]
+async def test_env_picks_the_one_answer_per_result(corpus: Mesh):
+    mac = (await corpus.searching.search("sed -i invalid command code", env="macos-15"))["results"][0]
+    linux = (await corpus.searching.search("sed -i invalid command code", env="ubuntu-24.04"))["results"][0]
     assert mac["id"] == linux["id"] == "shell/sed-in-place-bsd-vs-gnu"
     assert "macos" in mac["solution"]["env"] and "linux" in linux["solution"]["env"]
     assert mac["env_match"] == 1.0 and mac["env_score"] == 1.0
-    none = (await corpus.search("sed -i invalid command code"))["results"][0]
+    none = (await corpus.searching.search("sed -i invalid command code"))["results"][0]
     assert none["env_match"] is None and none["env_score"] is None
 
 
-async def test_no_slot_for_the_env_says_so(corpus: Service):
-    envelope = await corpus.search("sed: 1: \"file.txt\": invalid command code f", env="freebsd-14")
+async def test_no_slot_for_the_env_says_so(corpus: Mesh):
+    envelope = await corpus.searching.search("sed: 1: \"file.txt\": invalid command code f", env="freebsd-14")
     top = envelope["results"][0]
     if top["solution"] is None:
         assert top["no_known_working_solution"] is True and top["has_answer"] is True
         assert top["next"]["patch_article"]["tool"] == "patch_article"
 
 
-async def test_open_problems_are_findable_and_carry_next(corpus: Service):
-    envelope = await corpus.search("jest did not exit one second after the test run has completed")
+async def test_open_problems_are_findable_and_carry_next(corpus: Mesh):
+    envelope = await corpus.searching.search("jest did not exit one second after the test run has completed")
     top = envelope["results"][0]
     assert top["id"] == "node/jest-worker-failed-to-exit"
     assert top["has_answer"] is False and top["solution"] is None
     assert top["next"]["report_failed_attempt"]["tool"] == "report_failed_attempt"
 
 
-async def test_ecosystem_ranks_but_never_filters(corpus: Service):
-    plain = await corpus.search("permission denied")
-    docker_first = await corpus.search("permission denied", ecosystem="Docker")
+async def test_ecosystem_ranks_but_never_filters(corpus: Mesh):
+    plain = await corpus.searching.search("permission denied")
+    docker_first = await corpus.searching.search("permission denied", ecosystem="Docker")
     assert docker_first["ecosystem"] == "docker"
     assert docker_first["results"][0]["ecosystem"] == "docker"
     assert any(r["ecosystem"] != "docker" for r in docker_first["results"]) or len(plain["results"]) == len(docker_first["results"])
-    folded = await corpus.search("cannot connect", ecosystem="pg")
+    folded = await corpus.searching.search("cannot connect", ecosystem="pg")
     assert folded["ecosystem"] == "postgres"
 
 
-async def test_envelope_fields_and_monotonic_scores(corpus: Service):
-    envelope = await corpus.search("permission denied", limit=50)
+async def test_envelope_fields_and_monotonic_scores(corpus: Mesh):
+    envelope = await corpus.searching.search("permission denied", limit=50)
     assert envelope["limit"] == 20  # clamped, not refused
     scores = [r["score"] for r in envelope["results"]]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
@@ -181,40 +181,40 @@ async def test_envelope_fields_and_monotonic_scores(corpus: Service):
         assert result["tokens_estimate"] > 0
 
 
-async def test_no_match_carries_guidance_with_a_ready_body(corpus: Service):
-    envelope = await corpus.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled", env="linux,java-21")
+async def test_no_match_carries_guidance_with_a_ready_body(corpus: Mesh):
+    envelope = await corpus.searching.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled", env="linux,java-21")
     assert envelope["results"] == []
     guidance = envelope["guidance"]
     assert guidance["reason"] == "no_match"
     body = guidance["create_node"]["body"]
     assert body["content"]["solutions"] == [] and guidance["create_node"]["tool"] == "create_node"
-    created = await corpus.create_node(body)  # the ready body is valid as it is
+    created = await corpus.creation.create_node(body)  # the ready body is valid as it is
     assert created["status"] == "draft"
-    assert ids(await corpus.search("JobCancellationException: Job was cancelled"))[0] == created["id"]
+    assert ids(await corpus.searching.search("JobCancellationException: Job was cancelled"))[0] == created["id"]
 
 
 @pytest.mark.parametrize("ecosystem, published", [
     ("Not An Ecosystem!!", "java"), ("foo/bar", "java"), ("c#", "dotnet"), ("x" * 300, "java"), ("zig", "zig"),
 ])
-async def test_no_match_guidance_publishes_under_an_ecosystem_an_id_can_start_with(corpus: Service, ecosystem, published):
+async def test_no_match_guidance_publishes_under_an_ecosystem_an_id_can_start_with(corpus: Mesh, ecosystem, published):
     # Search takes any ecosystem (it only orders by it); the ready body must still be a valid node.
-    envelope = await corpus.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled",
+    envelope = await corpus.searching.search("Kotlin: kotlinx.coroutines.JobCancellationException: Job was cancelled",
                                    env="linux,java-21", ecosystem=ecosystem)
     body = envelope["guidance"]["create_node"]["body"]
     assert body["ecosystem"] == published and body["id"].startswith(f"{published}/")
-    assert (await corpus.create_node(body))["status"] == "draft"
+    assert (await corpus.creation.create_node(body))["status"] == "draft"
 
 
 @pytest.mark.parametrize("q", [None, "", "   \n\t "])
-async def test_missing_query_is_400(corpus: Service, q):
+async def test_missing_query_is_400(corpus: Mesh, q):
     with pytest.raises(KnowmeshError) as caught:
-        await corpus.search(q)
+        await corpus.searching.search(q)
     assert (caught.value.status, caught.value.code) == (400, "missing_query")
 
 
-async def test_limit_zero_is_400(corpus: Service):
+async def test_limit_zero_is_400(corpus: Mesh):
     with pytest.raises(KnowmeshError) as caught:
-        await corpus.search("x", limit=0)
+        await corpus.searching.search("x", limit=0)
     assert caught.value.status == 400
 
 
@@ -227,26 +227,26 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("q", HOSTILE, ids=range(len(HOSTILE)))
-async def test_hostile_queries_never_break_fts(corpus: Service, q):
-    envelope = await corpus.search(q)
+async def test_hostile_queries_never_break_fts(corpus: Mesh, q):
+    envelope = await corpus.searching.search(q)
     assert len(envelope["query"]) <= MAX_QUERY_CHARS
     assert "results" in envelope
 
 
-async def test_hostile_query_that_names_real_terms_still_finds(corpus: Service):
+async def test_hostile_query_that_names_real_terms_still_finds(corpus: Mesh):
     # Operators and punctuation must not silently turn a real query into "no results".
-    assert ids(await corpus.search('"EADDRINUSE" AND (address already in use) OR NOT title:*'))[0] == "node/eaddrinuse"
+    assert ids(await corpus.searching.search('"EADDRINUSE" AND (address already in use) OR NOT title:*'))[0] == "node/eaddrinuse"
 
 
 @pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(q=st.text(min_size=1, max_size=300))
-async def test_any_string_is_a_valid_query(corpus: Service, q):
+async def test_any_string_is_a_valid_query(corpus: Mesh, q):
     if not q.strip():
         with pytest.raises(KnowmeshError):
-            await corpus.search(q)
+            await corpus.searching.search(q)
         return
-    envelope = await corpus.search(q, env=q[:40], ecosystem=q[:10])
+    envelope = await corpus.searching.search(q, env=q[:40], ecosystem=q[:10])
     scores = [r["score"] for r in envelope["results"]]
     assert scores == sorted(scores, reverse=True)
     assert envelope["results"] or envelope["guidance"]["reason"] == "no_match"
@@ -255,7 +255,7 @@ async def test_any_string_is_a_valid_query(corpus: Service, q):
 @pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(q=st.text(max_size=200), limit=st.one_of(st.none(), st.text(max_size=4)))
-async def test_search_route_is_never_a_500(corpus: Service, q, limit):
+async def test_search_route_is_never_a_500(corpus: Mesh, q, limit):
     app = build_app(service=corpus, with_mcp=False)
     params = {"q": q} if limit is None else {"q": q, "limit": limit}
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
@@ -265,7 +265,7 @@ async def test_search_route_is_never_a_500(corpus: Service, q, limit):
         assert response.json()["error"]["code"] in {"missing_query", "invalid_parameter"}
 
 
-async def test_http_route(corpus: Service):
+async def test_http_route(corpus: Mesh):
     app = build_app(service=corpus, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         found = await client.get("/v1/search", params={"q": "fatal: detected dubious ownership in repository at '/srv/app'", "limit": 3})
@@ -275,7 +275,7 @@ async def test_http_route(corpus: Service):
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "missing_query"
 
 
-async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Service, mcp_connect):
+async def test_mcp_tool_is_bounded_and_says_what_it_cut(corpus: Mesh, mcp_connect):
     async with mcp_connect(corpus, mode="legacy") as client:
         full = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 1_000_000})
         small = await client.call_tool("search", {"q": "permission denied", "limit": 20, "max_bytes": 4096})
@@ -330,8 +330,8 @@ PASTED = [
 
 
 @pytest.mark.parametrize(("output", "node"), PASTED, ids=[node for _, node in PASTED])
-async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Service, output, node):
-    assert ids(await corpus.search(output))[0] == node
+async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Mesh, output, node):
+    assert ids(await corpus.searching.search(output))[0] == node
 
 
 @pytest.mark.parametrize(("query", "node"), [
@@ -342,26 +342,26 @@ async def test_pasted_tool_output_finds_the_node_of_its_cause(corpus: Service, o
     ("./deploy.sh: line 3: python: command not found", "shell/python-command-not-found-python3-only"),
     ("zsh: command not found: brew", "shell/brew-command-not-found-apple-silicon"),
 ])
-async def test_nodes_sharing_a_template_are_told_apart_by_the_value(corpus: Service, query, node):
-    assert ids(await corpus.search(query))[0] == node
+async def test_nodes_sharing_a_template_are_told_apart_by_the_value(corpus: Mesh, query, node):
+    assert ids(await corpus.searching.search(query))[0] == node
 
 
-async def test_tied_nodes_come_by_id_and_deprecated_ones_give_way(corpus: Service, make_doc):
+async def test_tied_nodes_come_by_id_and_deprecated_ones_give_way(corpus: Mesh, make_doc):
     """Nodes the ranking cannot tell apart come in id order, however many tie and in whatever
     order they were written; a deprecated one is never shown and the next one takes its place."""
     letters = "bcdfghjkmnpqrs"  # no stopword among the ids' words ("a", "i")
     for letter in reversed(letters):  # written last-id first: node order is not id order
-        await corpus.create_node(make_doc(id=f"python/widget-{letter}", title="ZzqError: frobnicated widget",
+        await corpus.creation.create_node(make_doc(id=f"python/widget-{letter}", title="ZzqError: frobnicated widget",
                                           error=f"ZzqError: frobnicated widget '{letter}{letter}'"))
-    found = (await corpus.search("ZzqError: frobnicated widget 'other'", limit=3))["results"]
+    found = (await corpus.searching.search("ZzqError: frobnicated widget 'other'", limit=3))["results"]
     assert len({r["score"] for r in found}) == 1
     assert ids({"results": found}) == ["python/widget-b", "python/widget-c", "python/widget-d"]
-    await corpus.set_status("python/widget-b", "deprecated", note="superseded", actor=Actor("mia", "token", role="maintainer"))
-    found = await corpus.search("ZzqError: frobnicated widget 'other'", limit=3)
+    await corpus.maintenance.set_status("python/widget-b", "deprecated", note="superseded", actor=Actor("mia", "token", role="maintainer"))
+    found = await corpus.searching.search("ZzqError: frobnicated widget 'other'", limit=3)
     assert ids(found) == ["python/widget-c", "python/widget-d", "python/widget-f"]
 
 
-async def test_a_node_about_a_function_word_value_is_not_generic(corpus: Service, make_doc):
+async def test_a_node_about_a_function_word_value_is_not_generic(corpus: Mesh, make_doc):
     """`(reading 'then')` names what the node is about although `then` is a stopword: another
     value's query must not take it as the generic answer, and its own value finds it."""
     document = make_doc(id="node/cannot-read-properties-then", ecosystem="node",
@@ -369,23 +369,23 @@ async def test_a_node_about_a_function_word_value_is_not_generic(corpus: Service
                         error="TypeError: Cannot read properties of undefined (reading 'then')")
     document["signature"].update(environment=["node>=16"], aliases=[])
     assert index_row(document).specific
-    await corpus.create_node(document)
-    own = await corpus.search("TypeError: Cannot read properties of undefined (reading 'then')")
+    await corpus.creation.create_node(document)
+    own = await corpus.searching.search("TypeError: Cannot read properties of undefined (reading 'then')")
     assert own["results"][0]["id"] == "node/cannot-read-properties-then"
     assert own["results"][0]["score"] >= 0.5
-    other = await corpus.search("TypeError: Cannot read properties of undefined (reading 'map')")
+    other = await corpus.searching.search("TypeError: Cannot read properties of undefined (reading 'map')")
     assert all(r["score"] < 0.5 for r in other["results"] if r["id"] == "node/cannot-read-properties-then")
 
 
-async def test_a_wrapper_line_alone_is_a_hint_not_an_answer(corpus: Service):
-    envelope = await corpus.search("=========================== 1 failed in 0.12s ===========================")
+async def test_a_wrapper_line_alone_is_a_hint_not_an_answer(corpus: Mesh):
+    envelope = await corpus.searching.search("=========================== 1 failed in 0.12s ===========================")
     assert all(result["score"] < 0.5 for result in envelope["results"])
     assert envelope["guidance"]["reason"] == ("weak_match" if envelope["results"] else "no_match")
     assert envelope["guidance"]["create_node"]["body"]["content"]["solutions"] == []
 
 
-async def test_a_sure_answer_says_so_and_brings_no_guidance(corpus: Service):
-    envelope = await corpus.search("./deploy.sh: line 3: nvm: command not found")
+async def test_a_sure_answer_says_so_and_brings_no_guidance(corpus: Mesh):
+    envelope = await corpus.searching.search("./deploy.sh: line 3: nvm: command not found")
     assert envelope["results"][0]["id"] == "shell/nvm-command-not-found"
     assert envelope["results"][0]["score"] >= 0.5 and "guidance" not in envelope
 
@@ -398,14 +398,14 @@ def _long_log(error: str) -> str:
 LONG = _long_log("ModuleNotFoundError: No module named 'distutils'")
 
 
-async def test_a_long_log_is_read_whole_and_its_error_at_the_end_found(corpus: Service):
+async def test_a_long_log_is_read_whole_and_its_error_at_the_end_found(corpus: Mesh):
     assert len(LONG) == 1 << 20
-    envelope = await corpus.search("x" * 500_000 + LONG)  # past 1 MiB the tail is read
+    envelope = await corpus.searching.search("x" * 500_000 + LONG)  # past 1 MiB the tail is read
     assert ids(envelope)[0] == "python/distutils-removed-312"
     assert envelope["query_length"] == 500_000 + len(LONG) and len(envelope["query"]) <= MAX_QUERY_CHARS
 
 
-async def test_post_search_takes_the_get_fields_as_json(corpus: Service):
+async def test_post_search_takes_the_get_fields_as_json(corpus: Mesh):
     app = build_app(service=corpus, with_mcp=False)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         query = {"q": "fatal: detected dubious ownership in repository at '/srv/app'", "limit": 3}
@@ -425,7 +425,7 @@ async def test_post_search_takes_the_get_fields_as_json(corpus: Service):
     assert not_object.status_code == 400
 
 
-async def test_mcp_search_reads_a_long_paste(corpus: Service, mcp_connect):
+async def test_mcp_search_reads_a_long_paste(corpus: Mesh, mcp_connect):
     async with mcp_connect(corpus) as client:
         result = await client.call_tool("search", {"q": LONG, "limit": 3})
     assert not result.is_error
@@ -440,7 +440,7 @@ def test_cli_search_reads_a_long_log_from_stdin(tmp_path):
 
 
 @pytest.mark.slow
-async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
+async def test_searches_racing_writes_never_fail(corpus: Mesh, make_doc):
     """4 searchers and 1 writer through the HTTP app: every answer is a 200 or 201, none a 500."""
     import anyio
 
@@ -469,18 +469,18 @@ async def test_searches_racing_writes_never_fail(corpus: Service, make_doc):
     assert set(statuses) <= {200, 201}, sorted(set(statuses))
 
 
-async def test_a_search_finds_a_node_another_process_wrote(corpus: Service, make_doc, tmp_path):
+async def test_a_search_finds_a_node_another_process_wrote(corpus: Mesh, make_doc, tmp_path):
     """Two agents' servers (or a server and the CLI) share one personal mesh: a node the other process
     wrote is found at once, though this process had counted its words as absent and wrote nothing since."""
     query = "qzxjy vvkwq"
-    assert (await corpus.search(query))["results"] == []  # its words are now counted here as in no node
+    assert (await corpus.searching.search(query))["results"] == []  # its words are now counted here as in no node
     document = make_doc(id="python/qzxjy-vvkwq", title="qzxjy vvkwq will not start",
                         error="QzxjyError: vvkwq needs 'main'")
     (tmp_path / "new.json").write_text(json.dumps(document))
     done = subprocess.run([sys.executable, "-m", "knowmesh_mcp.cli.main", "import", str(tmp_path / "new.json"),
                            "--db", corpus.store.path], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    results = (await corpus.search(query))["results"]
+    results = (await corpus.searching.search(query))["results"]
     assert [r["id"] for r in results][:1] == ["python/qzxjy-vvkwq"]
     assert results[0]["score"] >= 0.5
 
@@ -494,7 +494,7 @@ COMPOSE_PORT_OUTPUT = (  # https://github.com/paunin/PostDock/issues/123: compos
     "allocated\nERROR: Encountered errors while bringing up the project.")
 
 
-async def test_siblings_about_other_services_do_not_hide_the_generic_node(corpus: Service):
+async def test_siblings_about_other_services_do_not_hide_the_generic_node(corpus: Mesh):
     """Ninety nodes each about one compose service's endpoint, written from compose's output, read closer
     to the pasted output than the generic port-already-allocated node and fill every ranked channel's
     pool; the generic node, which shares their template, still comes first."""
@@ -513,13 +513,13 @@ async def test_siblings_about_other_services_do_not_hide_the_generic_node(corpus
         sibling["content"]["context"] = (f"docker compose up: Starting {service} ... error. "
                                          "ERROR: Encountered errors while bringing up the project.")
         siblings.append((sibling["id"], sibling))
-    report = await corpus.import_documents(siblings)
+    report = await corpus.documents.import_documents(siblings)
     assert len(report.created) == 90, report
-    found = ids(await corpus.search(COMPOSE_PORT_OUTPUT, limit=5))
+    found = ids(await corpus.searching.search(COMPOSE_PORT_OUTPUT, limit=5))
     assert found[0] == "docker/port-already-allocated", found
 
 
-async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Service):
+async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Mesh):
     """A Go module path (`github.com/spf13/cobra`) names a package, not a file: nodes each about one
     module are specific (the domain names nothing), so output naming another module finds the generic
     imported-and-not-used node first, and a module's own output still finds its node."""
@@ -534,16 +534,16 @@ async def test_a_node_about_a_go_module_path_is_not_generic(corpus: Service):
                                 "environment": ["go"]}
         siblings.append((sibling["id"], sibling))
     assert index_row(siblings[0][1]).specific and not index_row(generic).specific
-    report = await corpus.import_documents(siblings)
+    report = await corpus.documents.import_documents(siblings)
     assert len(report.created) == len(siblings), report
-    found = await corpus.search('viewer/viewer.go:8:2: imported and not used: "github.com/mattn/go-runewidth" as runewidth')
+    found = await corpus.searching.search('viewer/viewer.go:8:2: imported and not used: "github.com/mattn/go-runewidth" as runewidth')
     assert ids(found)[0] == "go/imported-and-not-used", ids(found)
-    own = await corpus.search('./cmd/main.go:7:2: "github.com/spf13/cobra" imported and not used')
+    own = await corpus.searching.search('./cmd/main.go:7:2: "github.com/spf13/cobra" imported and not used')
     assert ids(own)[0] == "go/imported-not-used-github.com-spf13-cobra", ids(own)
 
 
 @pytest.mark.parametrize("remote", ["https://gitlab.com/acme/{}.git", "git@gitlab.com:acme/{}.git"])
-async def test_a_node_about_one_repository_is_not_generic(corpus: Service, remote: str):
+async def test_a_node_about_one_repository_is_not_generic(corpus: Mesh, remote: str):
     """A repository's address (a URL or git's scp-like form) is named by its repository, not its host or
     owner: nodes each about one repository are specific, and a push to another repository scores
     them as nodes about a value the query does not name."""
@@ -557,14 +557,14 @@ async def test_a_node_about_one_repository_is_not_generic(corpus: Service, remot
         siblings.append(sibling)
     assert index_row(siblings[0]).specific and not index_row(generic).specific
     assert set(index_row(siblings[0]).value_terms.split()) == {"frame", "builder"}  # not gitlab, com, acme
-    report = await corpus.import_documents([(s["id"], s) for s in siblings])
+    report = await corpus.documents.import_documents([(s["id"], s) for s in siblings])
     assert len(report.created) == len(siblings), report
     query = f"error: failed to push some refs to '{remote.format('backend')}'"
-    found = await corpus.search(query, limit=10)
+    found = await corpus.searching.search(query, limit=10)
     scores = {result["id"]: result["score"] for result in found["results"]}
     assert "git/push-rejected-fetch-first" in scores, ids(found)
     assert all(scores[s["id"]] < 0.5 for s in siblings if s["id"] in scores), scores  # hints, not answers
-    own = await corpus.search(f"error: failed to push some refs to '{remote.format('ledger-utils')}'")
+    own = await corpus.searching.search(f"error: failed to push some refs to '{remote.format('ledger-utils')}'")
     assert ids(own)[0] == "git/push-rejected-gitlab.com-acme-ledger-utils", ids(own)
 
 
@@ -590,13 +590,13 @@ def test_a_node_about_a_scoped_npm_package_is_specific(make_doc):
     ("TypeError: Cannot read properties of undefined (reading 'map')", "node-20,npm"),
     ("SyntaxError: Unexpected token '<', \"<!DOCTYPE \"... is not valid JSON", "node-20,npm"),
 ])
-async def test_an_environment_alone_never_lifts_a_node_to_a_likely_match(corpus: Service, query: str, env: str):
+async def test_an_environment_alone_never_lifts_a_node_to_a_likely_match(corpus: Mesh, query: str, env: str):
     """The environment chooses the answer within a node; it is weak evidence that the node is
     right. `--env node-20,npm` lifted go/undefined-file-not-in-build from 0.42 to 0.53 for this
     TypeError (and node/cannot-use-import-statement 0.47 -> 0.68 for the JSON error), and the
     weak-match guidance went away. It may still reorder the guesses."""
-    plain = await corpus.search(query, limit=5)
-    fitted = await corpus.search(query, env=env, limit=5)
+    plain = await corpus.searching.search(query, limit=5)
+    fitted = await corpus.searching.search(query, env=env, limit=5)
     assert plain["results"][0]["score"] < 0.5
     assert fitted["results"][0]["score"] < 0.5, fitted["results"][0]
     assert fitted["guidance"]["reason"] == "weak_match"
@@ -624,16 +624,16 @@ ERROR tests/test_client.py
 =============================== 1 error in 0.12s ==============================="""
 
 
-async def test_a_missing_dependency_under_pytest_finds_the_venv_node(corpus: Service):
+async def test_a_missing_dependency_under_pytest_finds_the_venv_node(corpus: Mesh):
     """pytest's collection error for a third-party package: the rootdir node's own boundaries send
     `requests` to python/module-not-found-venv, whose error is exactly this line. It ranked the rootdir
     node at 0.94 and the venv node at 0.03 (issue 48)."""
-    found = ids(await corpus.search(PYTEST_COLLECTION_ERROR, limit=5))
+    found = ids(await corpus.searching.search(PYTEST_COLLECTION_ERROR, limit=5))
     assert found[0] == "python/module-not-found-venv", found
 
 
 @pytest.mark.parametrize("where", ["error", "alias"])
-async def test_an_exact_signature_ranks_first_against_a_richer_competitor(corpus: Service, make_doc, where: str):
+async def test_an_exact_signature_ranks_first_against_a_richer_competitor(corpus: Mesh, make_doc, where: str):
     """Protocol section 1: exact signatures and aliases rank first. The competitor's title, symptom
     and context repeat every word of the query around another signature; the exact node says little
     else. Without the tier the competitor came first."""
@@ -651,21 +651,21 @@ async def test_an_exact_signature_ranks_first_against_a_richer_competitor(corpus
                  "symptom": "ZooKeeperError: quorum lost on ensemble 'orders-east' after leader fencing, and quorum "
                             "is lost again after every leader fencing on the orders-east ensemble.",
                  "context": "ZooKeeper ensemble orders-east, quorum, leader fencing, lost writes."})
-    report = await corpus.import_documents([(exact["id"], exact), (competitor["id"], competitor)])
+    report = await corpus.documents.import_documents([(exact["id"], exact), (competitor["id"], competitor)])
     assert len(report.created) == 2, report
-    results = (await corpus.search(query, limit=5))["results"]
+    results = (await corpus.searching.search(query, limit=5))["results"]
     assert [r["id"] for r in results[:2]] == [exact["id"], competitor["id"]], results
     assert results[0]["score"] >= results[1]["score"]  # the score descends in the final order (protocol section 1)
 
 
-async def test_an_error_quoted_as_inline_code_is_read_as_the_error(corpus: Service):
+async def test_an_error_quoted_as_inline_code_is_read_as_the_error(corpus: Mesh):
     """People paste an error line in backticks (an issue, a chat): the backticks are not part of it."""
-    plain = ids(await corpus.search("ModuleNotFoundError: No module named 'requests'", limit=3))
-    quoted = ids(await corpus.search("`ModuleNotFoundError: No module named 'requests'`", limit=3))
+    plain = ids(await corpus.searching.search("ModuleNotFoundError: No module named 'requests'", limit=3))
+    quoted = ids(await corpus.searching.search("`ModuleNotFoundError: No module named 'requests'`", limit=3))
     assert quoted == plain and plain[0] == "python/module-not-found-venv"
 
 
-async def test_a_close_call_between_two_nodes_is_a_guess(corpus: Service, make_doc):
+async def test_a_close_call_between_two_nodes_is_a_guess(corpus: Mesh, make_doc):
     """Two nodes with the same error and nothing in the query to tell them apart: whichever comes
     first is a guess (issue 48), not a likely match, and the search says so."""
     error = "QuasarLinkError: relocation overflow in segment 'hot_text' of module 'engine_core'"
@@ -673,9 +673,9 @@ async def test_a_close_call_between_two_nodes_is_a_guess(corpus: Service, make_d
                       title=f"Quasar linker relocation overflow ({which} build)") for which in ("debug", "release")]
     for twin in twins:  # two nodes may not share an error: each has the query as an alias
         twin["signature"]["aliases"] = [error]
-    report = await corpus.import_documents([(doc["id"], doc) for doc in twins])
+    report = await corpus.documents.import_documents([(doc["id"], doc) for doc in twins])
     assert len(report.created) == 2, report
-    envelope = await corpus.search(error, limit=5)
+    envelope = await corpus.searching.search(error, limit=5)
     assert {r["id"] for r in envelope["results"][:2]} == {doc["id"] for doc in twins}
     assert envelope["results"][0]["score"] < 0.5, envelope["results"]
     assert envelope["guidance"]["reason"] == "weak_match"

@@ -34,7 +34,7 @@ def test_the_data_holds_every_rule_of_its_readme():
 
 
 def test_the_corpus_and_queries_are_large_real_and_spread():
-    from knowmesh_mcp.services.service import load_documents
+    from knowmesh_mcp.services.import_export import load_documents
     from knowmesh_mcp.store import store_dir
 
     documents = [raw for _, raw in load_documents([store_dir() / "starter"])]

@@ -13,7 +13,8 @@ from knowmesh_mcp.core.environment import scopes_overlap, solution_scope
 from knowmesh_mcp.core.model import validate_node
 from knowmesh_mcp.core.normalize import quoted_values, signature_hash
 from knowmesh_mcp.services.publishing import check_overlaps
-from knowmesh_mcp.services.service import Service, load_documents
+from knowmesh_mcp.services.import_export import load_documents
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import STARTER_CORPUS, open_store, store_dir
 
 from conftest import opened
@@ -60,13 +61,13 @@ def test_environment_specific_answers_and_open_problems():
 
 @pytest.mark.anyio
 async def test_seeded_database_serves_the_sed_node_per_os(tmp_path):
-    service = await Service.open(tmp_path / "seeded.db")
+    service = await Mesh.open(tmp_path / "seeded.db")
     try:
         assert await service.store.count_nodes() == len(DOCUMENTS)
-        mac = await service.read_node("shell/sed-in-place-bsd-vs-gnu", service.read_request(env="macos-15"))
-        linux = await service.read_node("shell/sed-in-place-bsd-vs-gnu", service.read_request(env="ubuntu-24.04"))
+        mac = await service.nodes.read_node("shell/sed-in-place-bsd-vs-gnu", service.nodes.read_request(env="macos-15"))
+        linux = await service.nodes.read_node("shell/sed-in-place-bsd-vs-gnu", service.nodes.read_request(env="ubuntu-24.04"))
         assert mac.body["content"]["solutions"][0]["id"] != linux.body["content"]["solutions"][0]["id"]
-        statuses = {json.loads(json.dumps(d))["status"] async for d in service.export_documents()}
+        statuses = {json.loads(json.dumps(d))["status"] async for d in service.documents.export_documents()}
         assert statuses == {"draft", "verified"}
     finally:
         await service.close()
@@ -102,7 +103,7 @@ async def test_processes_opening_a_new_mesh_at_once_each_find_its_starter_corpus
 @pytest.mark.anyio
 async def test_a_load_that_died_half_way_is_finished_by_the_next_open(new_mesh):
     store = await open_store(new_mesh)  # the mesh made, then its process gone after ten documents
-    await Service(store).import_documents(load_documents([store_dir() / "starter"])[:10], summary="Starter corpus")
+    await Mesh(store).documents.import_documents(load_documents([store_dir() / "starter"])[:10], summary="Starter corpus")
     await store.close()
     async with opened(new_mesh, seed=True) as service:
         assert await service.store.count_nodes() == len(DOCUMENTS)

@@ -30,7 +30,7 @@ import pytest
 from mcp import Client
 
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 from conftest import free_port, opened, serving
 
@@ -175,8 +175,8 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-async def written(service: Service) -> list[dict[str, Any]]:
-    return [document async for document in service.export_documents()]
+async def written(service: Mesh) -> list[dict[str, Any]]:
+    return [document async for document in service.documents.export_documents()]
 
 
 # -- 1. a full disk --------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ async def test_a_write_on_a_full_sqlite_disk_is_507_storage_full_and_writes_noth
     HTTP and MCP the write is 507 storage_full, nothing of it is stored, no traceback is logged,
     and once space is freed the same request succeeds (the writer connection is left usable)."""
     with small_disk(tmp_path / "disk") as disk:
-        service = await Service.open(disk / "mesh.db", seed=False)
+        service = await Mesh.open(disk / "mesh.db", seed=False)
         try:
             document = make_doc(id="python/written-on-a-full-disk", error="OSError: [Errno 28] No space left on device")
             async with serving(build_app(service=service)) as url:
@@ -259,7 +259,7 @@ async def test_a_write_on_a_full_postgres_disk_is_507_storage_full_and_writes_no
     lock are released, so the same request succeeds once the disk has room."""
     import psycopg
 
-    service = await Service.open(pg_database, seed=False)
+    service = await Mesh.open(pg_database, seed=False)
     try:
         document = make_doc(id="python/written-on-a-full-disk", error="OSError: [Errno 28] No space left on device")
         with psycopg.connect(pg_database, autocommit=True) as admin:
@@ -290,7 +290,7 @@ async def big_mesh(tmp_path, make_doc) -> Path:
     async with opened(db, seed=True) as service:
         extra = [("generated", make_doc(id=f"python/generated-{i}", error=f"GeneratedError{i}: case {i} failed"))
                  for i in range(300)]
-        await service.import_documents(extra)
+        await service.documents.import_documents(extra)
         assert await service.store.count_nodes() >= 400
     return db
 

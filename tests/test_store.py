@@ -10,7 +10,7 @@ import pytest
 from knowmesh_mcp.core.model import validate_node
 from knowmesh_mcp.core.normalize import NORMALIZER_VERSION
 from knowmesh_mcp.services.publishing import Prepared
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.store import SqliteStore, consolidated_schema, migrations, store_dir
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -78,8 +78,8 @@ async def count_rows(connection, table: str) -> int:
 
 
 @pytest.mark.anyio
-async def test_versions_and_revisions_are_immutable(service: Service, make_doc):
-    await service.create_node(make_doc())
+async def test_versions_and_revisions_are_immutable(service: Mesh, make_doc):
+    await service.creation.create_node(make_doc())
     for statement in (
         "UPDATE node_versions SET document = '{}'",
         "DELETE FROM node_versions",
@@ -89,12 +89,12 @@ async def test_versions_and_revisions_are_immutable(service: Service, make_doc):
         with pytest.raises(INTEGRITY_ERRORS):
             async with service.store.write() as tx:
                 await tx.connection.execute(statement)
-    read = await service.read_node("python/module-not-found-venv")
+    read = await service.nodes.read_node("python/module-not-found-venv")
     assert read.body["content"]["symptom"].startswith("Import fails")
 
 
 @pytest.mark.anyio
-async def test_a_failing_write_leaves_nothing_behind(service: Service, make_doc):
+async def test_a_failing_write_leaves_nothing_behind(service: Mesh, make_doc):
     """Node row, version, revision and index entry commit together or not at all."""
     prepared = Prepared.of(validate_node(make_doc()))
     broken = prepared.new_node(kind="create", agent=None, summary="Create node")
@@ -115,18 +115,18 @@ async def test_a_failing_write_leaves_nothing_behind(service: Service, make_doc)
 @pytest.mark.anyio
 async def test_normalizer_version_change_recomputes_hashes(tmp_path, make_doc):
     path = tmp_path / "k.db"
-    service = await Service.open(path, seed=False)
-    await service.create_node(make_doc())
+    service = await Mesh.open(path, seed=False)
+    await service.creation.create_node(make_doc())
     async with service.store.write() as tx:
         await tx.connection.execute("UPDATE nodes SET signature_hash = 'stale'")
         await tx.set_meta("normalizer_version", "0")
     await service.close()
 
-    reopened = await Service.open(path, seed=False)
+    reopened = await Mesh.open(path, seed=False)
     try:
         assert await reopened.store.get_meta("normalizer_version") == str(NORMALIZER_VERSION)
         with pytest.raises(Exception) as caught:
-            await reopened.create_node(make_doc(id="python/copy"))
+            await reopened.creation.create_node(make_doc(id="python/copy"))
         assert caught.value.code == "duplicate_node"  # type: ignore[attr-defined]
     finally:
         await reopened.close()
@@ -134,8 +134,8 @@ async def test_normalizer_version_change_recomputes_hashes(tmp_path, make_doc):
 
 @pytest.mark.anyio
 async def test_new_database_gets_the_starter_corpus_unless_empty(tmp_path):
-    seeded = await Service.open(tmp_path / "seeded.db")
-    empty = await Service.open(tmp_path / "empty.db", seed=False)
+    seeded = await Mesh.open(tmp_path / "seeded.db")
+    empty = await Mesh.open(tmp_path / "empty.db", seed=False)
     try:
         assert await seeded.store.count_nodes() >= 40
         assert await empty.store.count_nodes() == 0

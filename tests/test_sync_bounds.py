@@ -1,7 +1,7 @@
 """`sync --from URL` against a remote that misbehaves on purpose (issue 47, points 6 and 7).
 
 Every remote here is a real HTTP server on 127.0.0.1 started by the test: a raw asyncio server
-that drips its answer, or a Starlette app over a real team `Service` that tampers with what the
+that drips its answer, or a Starlette app over a real team `Mesh` that tampers with what the
 team answers. A sync must end, in bounded time and memory, with a named error that names the
 remote, and write nothing of the page it refused; a URL's user and password are sent as HTTP
 basic auth and never stored, printed or shown.
@@ -31,11 +31,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import knowmesh_mcp.services.remote as remote_module
+import knowmesh_mcp.services.remote_api as remote_api
 import knowmesh_mcp.services.syncing as syncing_module
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = pytest.mark.anyio
 
@@ -51,23 +51,23 @@ def unchanged(body: dict[str, Any]) -> Any:
 
 
 @pytest.fixture
-async def team(service: Service, make_doc) -> Service:
+async def team(service: Mesh, make_doc) -> Mesh:
     """The team's real mesh: one node with one outcome report, so a sync reads the feed, a history and a feedback list."""
-    await service.create_node(make_doc(id=NODE, error="ModuleNotFoundError: No module named 'team_pkg_0'"), agent=AGENT)
-    await service.report_outcome({"node": NODE, "solution": "venv-macos", "outcome": "failed", "reason": "still fails",
+    await service.creation.create_node(make_doc(id=NODE, error="ModuleNotFoundError: No module named 'team_pkg_0'"), agent=AGENT)
+    await service.outcomes.report_outcome({"node": NODE, "solution": "venv-macos", "outcome": "failed", "reason": "still fails",
                                   "env": {"os": "macos-15"}, "agent": {"id": "team-a"}})
     return service
 
 
 @pytest.fixture
-async def personal(tmp_path) -> AsyncIterator[Service]:
+async def personal(tmp_path) -> AsyncIterator[Mesh]:
     async with opened(tmp_path / "personal.db") as mesh:
         yield mesh
 
 
-def tampering_remote(team: Service, *, feed: Tamper = unchanged, history: Tamper = unchanged,
+def tampering_remote(team: Mesh, *, feed: Tamper = unchanged, history: Tamper = unchanged,
                      feedback: Tamper = unchanged, delay: float = 0.0) -> Starlette:
-    """The team's own answers (a real Service), each passed through a tamper function first. A tamper
+    """The team's own answers (a real Mesh), each passed through a tamper function first. A tamper
     returns the body to send (a dict, serialized), or a `Response` to send as it is."""
 
     def answer(body: Any) -> Response:
@@ -78,19 +78,19 @@ def tampering_remote(team: Service, *, feed: Tamper = unchanged, history: Tamper
         params = request.query_params
         limit = int(params["limit"]) if "limit" in params else None
         try:
-            page = await team.changes(since=params.get("since"), limit=limit)
+            page = await team.feed.changes(since=params.get("since"), limit=limit)
         except KnowmeshError:  # a cursor a tamper made up, not the team's: the feed from its start
-            page = await team.changes(limit=limit)
+            page = await team.feed.changes(limit=limit)
         return answer(feed(page))
 
     async def nodes(request: Request) -> Response:
         rest, params = request.path_params["rest"], request.query_params
         if rest.endswith("/article/revisions"):
             node_id = rest.removesuffix("/article/revisions")
-            return answer(history(await team.article_history(node_id, after=params.get("after"),
+            return answer(history(await team.articles.article_history(node_id, after=params.get("after"),
                                                              include=params.get("include"))))
         node_id = rest.removesuffix("/feedback")
-        return answer(feedback(await team.list_feedback(node_id, after=params.get("after"))))
+        return answer(feedback(await team.outcomes.list_feedback(node_id, after=params.get("after"))))
 
     return Starlette(routes=[Route("/v1/changes", changes), Route("/v1/nodes/{rest:path}", nodes)])
 
@@ -122,7 +122,7 @@ def expect_remote_error(error: KnowmeshError, url: str, status: int = 502, code:
     assert url in error.message, f"the message names the remote: {error.message!r}"
 
 
-async def nothing_written(personal: Service, url: str) -> None:
+async def nothing_written(personal: Mesh, url: str) -> None:
     """The refused page left nothing behind: no node (so no report on one), no cursor."""
     assert await personal.store.count_nodes() == 0
     assert await personal.store.sync_cursor(url) is None
@@ -172,12 +172,12 @@ def dripping(interval: float) -> Body:
 
 async def test_a_remote_that_drips_its_answer_ends_at_the_response_deadline(personal, monkeypatch):
     monkeypatch.setenv("KNOWMESH_TIMEOUT", "1")  # each read: a byte comes every 0.2 s, so none times out
-    monkeypatch.setattr(remote_module, "RESPONSE_DEADLINE_SECONDS", 1.5)
+    monkeypatch.setattr(remote_api, "RESPONSE_DEADLINE_SECONDS", 1.5)
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"
     async with raw_server(head, dripping(0.2)) as url:
         started = time.monotonic()
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url, 504, "remote_timeout")
     assert "1.5 s" in caught.value.message and time.monotonic() - started < 5
     await nothing_written(personal, url)
@@ -193,7 +193,7 @@ async def test_a_feed_that_never_ends_stops_at_the_sync_deadline_keeping_the_pag
 
     async with serving(tampering_remote(team, feed=endless, delay=0.3)) as url:
         with anyio.fail_after(10), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url, 504, "remote_timeout")
     assert "run it again" in caught.value.message
     assert await personal.store.count_nodes() == 1, "the pages written before the deadline are kept"
@@ -211,7 +211,7 @@ async def test_a_feed_whose_cursor_does_not_move_is_a_remote_error(team, persona
 
     async with serving(tampering_remote(team, feed=stuck)) as url:
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url)
     assert "cursor" in caught.value.message and "/v1/changes" in caught.value.message
     assert next(answered) == len(cursors) + 1, "refused at the first page that does not move"
@@ -228,7 +228,7 @@ async def test_a_feedback_list_that_does_not_move_is_a_remote_error(team, person
 
     async with serving(tampering_remote(team, feedback=stuck)) as url:
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url)
     assert "feedback" in caught.value.message and NODE in caught.value.message
     await nothing_written(personal, url)
@@ -240,7 +240,7 @@ async def test_an_answer_past_the_byte_limit_is_refused_while_it_streams(persona
     """64 MiB of one JSON answer, with no length announced: the read stops a little past the limit.
     `sent` counts what left the server under TCP flow control (drain), so it is what the client took
     in plus the sockets' buffers."""
-    monkeypatch.setattr(remote_module, "RESPONSE_BYTE_LIMIT", MIB)
+    monkeypatch.setattr(remote_api, "RESPONSE_BYTE_LIMIT", MIB)
     size, sent = 64 * MIB, [0]
 
     async def huge(writer: asyncio.StreamWriter) -> None:
@@ -256,7 +256,7 @@ async def test_an_answer_past_the_byte_limit_is_refused_while_it_streams(persona
     head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"  # the body ends at close
     async with raw_server(head, huge) as url:
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
         await asyncio.sleep(0.2)  # the server notices the closed connection
     expect_remote_error(caught.value, url)
     assert "1 MiB" in caught.value.message
@@ -266,7 +266,7 @@ async def test_an_answer_past_the_byte_limit_is_refused_while_it_streams(persona
 
 async def test_a_page_whose_answers_add_up_past_the_page_limit_is_refused(personal, monkeypatch):
     """Each history is under the per-answer limit; the page holds them all until it writes, so they count together."""
-    monkeypatch.setattr(remote_module, "RESPONSE_BYTE_LIMIT", MIB)
+    monkeypatch.setattr(remote_api, "RESPONSE_BYTE_LIMIT", MIB)
     monkeypatch.setattr(syncing_module, "PAGE_BYTE_LIMIT", 2 * MIB)
     ids = [f"python/big-{n}" for n in range(6)]
 
@@ -280,7 +280,7 @@ async def test_a_page_whose_answers_add_up_past_the_page_limit_is_refused(person
     app = Starlette(routes=[Route("/v1/changes", changes), Route("/v1/nodes/{rest:path}", history)])
     async with serving(app) as url:
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url)
     assert "2 MiB" in caught.value.message and "page" in caught.value.message
     await nothing_written(personal, url)
@@ -334,7 +334,7 @@ MALFORMED: list[tuple[str, dict[str, Tamper]]] = [
 async def test_a_malformed_answer_is_a_remote_error_naming_the_remote_and_writes_nothing(team, personal, tampered):
     async with serving(tampering_remote(team, **tampered)) as url:
         with anyio.fail_after(8), pytest.raises(KnowmeshError) as caught:
-            await personal.sync_from(url)
+            await personal.sync.sync_from(url)
     expect_remote_error(caught.value, url)
     await nothing_written(personal, url)
 
@@ -342,7 +342,7 @@ async def test_a_malformed_answer_is_a_remote_error_naming_the_remote_and_writes
 async def test_the_untampered_team_syncs_whole(team, personal):
     """The tampering server itself answers as the team does: the cases above fail for their one change."""
     async with serving(tampering_remote(team)) as url:
-        report = await personal.sync_from(url)
+        report = await personal.sync.sync_from(url)
     assert (report.created, report.evidence) == ([NODE], 1)
 
 
@@ -368,14 +368,14 @@ def with_userinfo(url: str, user: str = "user", password: str = "secret") -> str
 async def test_the_userinfo_of_a_sync_url_is_sent_as_basic_auth_and_never_stored_or_shown(team, personal):
     async with serving(basic_auth_required(build_app(service=team, write_limit=0), "user", "s3cr%t")) as url:
         with pytest.raises(KnowmeshError) as refused:
-            await personal.sync_from(url)  # without the userinfo: the guard refuses
+            await personal.sync.sync_from(url)  # without the userinfo: the guard refuses
         assert refused.value.code == "remote_error" and "401" in refused.value.message and url in refused.value.message
-        report = await personal.sync_from(with_userinfo(url, password="s3cr%25t"))  # percent-encoded in a URL
+        report = await personal.sync.sync_from(with_userinfo(url, password="s3cr%25t"))  # percent-encoded in a URL
         assert report.created == [NODE] and report.remote == url
         assert await personal.store.sync_cursor(url) is not None
         async with serving(build_app(service=personal)) as personal_url, httpx2.AsyncClient(timeout=10) as client:
             shown = (await client.get(personal_url + "/v1/health")).text
-    health = json.dumps(await personal.health())
+    health = json.dumps(await personal.health.check())
     assert "s3cr" not in health and "s3cr" not in shown and url in shown
     stored = personal.store.path
     with sqlite3.connect(stored) as connection:
@@ -387,7 +387,7 @@ async def test_the_userinfo_of_a_sync_url_is_sent_as_basic_auth_and_never_stored
 async def test_a_failing_sync_url_with_userinfo_names_the_remote_without_it(personal):
     down = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(KnowmeshError) as caught:
-        await personal.sync_from(with_userinfo(down))
+        await personal.sync.sync_from(with_userinfo(down))
     assert caught.value.code == "remote_unavailable" and down in caught.value.message
     assert "secret" not in caught.value.message and "user" not in caught.value.message
 

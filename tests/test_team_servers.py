@@ -22,7 +22,7 @@ LINUX = {"os": "ubuntu-24.04", "runtime": "python-3.12", "pkg_manager": "pip"}
 
 async def three_servers(stack: AsyncExitStack, url: str) -> list[httpx2.AsyncClient]:
     clients = []
-    for _ in range(3):  # each app opens its own Service (its own pool and caches) on the database
+    for _ in range(3):  # each app opens its own Mesh (its own pool and caches) on the database
         base = await stack.enter_async_context(serving(build_app(db_path=url, seed=True, write_limit=0, with_mcp=False)))
         clients.append(await stack.enter_async_context(httpx2.AsyncClient(base_url=base, timeout=30)))
     return clients

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import BASE_DOCUMENT, opened, serving
 from knowmesh_mcp.api.app import build_app
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
 
@@ -57,7 +57,7 @@ def submitted() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def mesh(backend, request, tmp_path) -> AsyncIterator[Service]:
+async def mesh(backend, request, tmp_path) -> AsyncIterator[Mesh]:
     """An empty mesh on the test's backend (this module's own, not conftest's `service`)."""
     target = tmp_path / "test.db" if backend == "sqlite" else request.getfixturevalue("pg_database")
     async with opened(target) as service:
@@ -65,7 +65,7 @@ async def mesh(backend, request, tmp_path) -> AsyncIterator[Service]:
 
 
 @pytest.fixture
-async def client(mesh: Service) -> AsyncIterator[httpx2.AsyncClient]:
+async def client(mesh: Mesh) -> AsyncIterator[httpx2.AsyncClient]:
     async with serving(build_app(service=mesh)) as url:
         async with httpx2.AsyncClient(base_url=url, timeout=10) as http:
             yield http
@@ -117,9 +117,9 @@ async def test_an_edit_and_a_pinned_version_hash_too(client: httpx2.AsyncClient)
     assert_the_recipe_holds(pinned.json()["article"], first)
 
 
-async def test_the_service_read_and_mcp_read_article_hash_to_the_version(mesh: Service, mcp_connect):
-    version = (await mesh.create_node(submitted()))["version"]
-    read = await mesh.read_node(NODE, mesh.read_request(fields="article"))
+async def test_the_service_read_and_mcp_read_article_hash_to_the_version(mesh: Mesh, mcp_connect):
+    version = (await mesh.creation.create_node(submitted()))["version"]
+    read = await mesh.nodes.read_node(NODE, mesh.nodes.read_request(fields="article"))
     assert read.body["version"] == version
     assert_the_recipe_holds(read.body["article"], version)
 

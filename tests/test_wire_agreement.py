@@ -30,7 +30,7 @@ from knowmesh_mcp.wire import results
 from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.limits import MAX_INT
 from knowmesh_mcp.mcp.server import build_mcp_server
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ MAX_STRING = 300_000  # past this a body is refused for its size, not for one fi
 ENV = {"os": "linux", "runtime": "python-3.12", "pkg_manager": "pip"}
 
 
-def client_for(service: Service) -> httpx2.AsyncClient:
+def client_for(service: Mesh) -> httpx2.AsyncClient:
     app = build_app(service=service, with_mcp=False, write_limit=0)
     return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1")
 
@@ -199,11 +199,11 @@ def same_bounds(schema: dict[str, Any]) -> dict[str, Any]:
 
 # -- the mesh the probes run against -------------------------------------------------------------
 
-async def mesh(service: Service, make_doc) -> Service:
-    await service.create_node(make_doc())
+async def mesh(service: Mesh, make_doc) -> Mesh:
+    await service.creation.create_node(make_doc())
     open_problem = make_doc(id=OPEN_NODE, error="ImportError: cannot import name 'zq' from 'zq_pkg'")
     open_problem["content"] = {**open_problem["content"], "solutions": []}
-    await service.create_node(open_problem)
+    await service.creation.create_node(open_problem)
     return service
 
 
@@ -234,9 +234,9 @@ def refused_for(response: httpx2.Response, name: str) -> bool:
 MAINTAINER_ROUTES = {"/v1/nodes/{ecosystem}/{slug}/status", "/v1/dedupe/tasks/{task_id}/merge", "/v1/issues/{number}/status"}
 
 
-async def test_every_v1_bound_is_what_the_route_does(service: Service, make_doc):
+async def test_every_v1_bound_is_what_the_route_does(service: Mesh, make_doc):
     await mesh(service, make_doc)
-    maintainer = {"Authorization": f"Bearer {(await service.add_token('maintainer-probe', role='maintainer'))['token']}"}
+    maintainer = {"Authorization": f"Bearer {(await service.tokens.add_token('maintainer-probe', role='maintainer'))['token']}"}
     findings: list[str] = []
     bodies = valid_bodies()
     async with client_for(service) as client:
@@ -296,7 +296,7 @@ async def test_every_v1_bound_is_what_the_route_does(service: Service, make_doc)
     assert not findings, "\n".join(findings)
 
 
-async def test_every_tool_bound_is_what_the_tool_does(service: Service, make_doc):
+async def test_every_tool_bound_is_what_the_tool_does(service: Mesh, make_doc):
     await mesh(service, make_doc)
     findings: list[str] = []
     arguments = valid_arguments()
@@ -326,7 +326,7 @@ async def test_every_tool_bound_is_what_the_tool_does(service: Service, make_doc
     assert not findings, "\n".join(findings)
 
 
-async def test_a_tool_and_its_route_state_the_same_bounds(service: Service):
+async def test_a_tool_and_its_route_state_the_same_bounds(service: Mesh):
     """Fields a tool shares with its route (body, or query of a GET) carry the same bounds, and a result's
     description of a bound ("at most 20") says the bound the request declares."""
     findings: list[str] = []
@@ -363,7 +363,7 @@ async def test_a_tool_and_its_route_state_the_same_bounds(service: Service):
     assert not findings, "\n".join(findings)
 
 
-async def test_the_feedback_note_of_the_issue_is_refused(service: Service, make_doc):
+async def test_the_feedback_note_of_the_issue_is_refused(service: Mesh, make_doc):
     """Issue 49 measured OpenAPI's 4,000-character note against a 202 for 200,000 characters."""
     await mesh(service, make_doc)
     body = {**valid_bodies()[("POST", "/v1/feedback")], "note": "x" * 200_000}
@@ -382,7 +382,7 @@ def receipt(result: Any) -> dict[str, Any]:
     return result.structured_content
 
 
-async def test_old_names_still_work_with_a_deprecation_note(service: Service, make_doc):
+async def test_old_names_still_work_with_a_deprecation_note(service: Mesh, make_doc):
     await mesh(service, make_doc)
     report = {"solution": "venv-linux", "outcome": "env_mismatch", "agent": {"id": "old-client"}}
     async with Client(build_mcp_server(lambda: service)) as client:
@@ -414,7 +414,7 @@ async def test_old_names_still_work_with_a_deprecation_note(service: Service, ma
     assert spec_failures.status_code == 202 and spec_failures.json()["deprecated"] == ["environment -> env"]
 
 
-async def test_env_is_a_string_or_an_object_everywhere(service: Service, make_doc):
+async def test_env_is_a_string_or_an_object_everywhere(service: Mesh, make_doc):
     await mesh(service, make_doc)
     async with Client(build_mcp_server(lambda: service)) as client:
         as_text = receipt(await client.call_tool("read_article", {"id": NODE, "env": "linux,python-3.12,pip"}))
@@ -427,7 +427,7 @@ async def test_env_is_a_string_or_an_object_everywhere(service: Service, make_do
     assert search_text["results"][0]["solution"]["id"] == search_object["results"][0]["solution"]["id"] == "venv-macos"
 
 
-async def test_ready_calls_use_the_tools_names(service: Service, make_doc):
+async def test_ready_calls_use_the_tools_names(service: Mesh, make_doc):
     """The `next` blocks an agent copies name the node `id` and the environment `env` in their MCP call."""
     await mesh(service, make_doc)
     async with Client(build_mcp_server(lambda: service)) as client:
@@ -449,11 +449,11 @@ async def test_every_tool_names_a_node_id_and_an_environment_env():
             assert isinstance(kinds, list) and set(kinds) == {"string", "object"}, (tool.name, kinds)
 
 
-async def test_review_queue_is_bounded_and_takes_a_reason(service: Service, make_doc):
+async def test_review_queue_is_bounded_and_takes_a_reason(service: Mesh, make_doc):
     for index in range(40):  # forty open problems: a default page of 20 is far past 8 KB with its ready calls
         document = make_doc(id=f"python/open-{index}", error=f"ImportError: cannot import name 'w{index}' from 'p{index}'")
         document["content"] = {**document["content"], "solutions": []}
-        await service.create_node(document)
+        await service.creation.create_node(document)
     async with Client(build_mcp_server(lambda: service)) as client:
         default = receipt(await client.call_tool("review_queue", {}))
         whole = receipt(await client.call_tool("review_queue", {"max_bytes": 1_000_000}))

@@ -26,7 +26,7 @@ from knowmesh_mcp.api.routes import ROUTES
 from knowmesh_mcp.api.state import ApiState
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import AuthMode
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.web.pages import page_routes, wants_html
 from knowmesh_mcp.web.shell import error_page
 
@@ -85,7 +85,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     state: ApiState = app.state.api
     owned = state.service is None
     if owned:
-        state.service = await Service.open(state.db_path or ":memory:", seed=state.seed)
+        state.service = await Mesh.open(state.db_path or ":memory:", seed=state.seed)
     try:
         if state.mcp_server is not None:
             async with state.mcp_server.session_manager.run():
@@ -134,7 +134,7 @@ def server_config(app: Any, *, host: str, port: int, trust_proxy: str | None = N
 
 def build_app(
     *,
-    service: Service | None = None,
+    service: Mesh | None = None,
     db_path: str | None = None,
     seed: bool = True,
     read_only: bool = False,
@@ -163,7 +163,7 @@ def build_app(
         lifespan=lifespan,
         middleware=[
             Middleware(CrossSiteGuard, loopback=is_loopback(host), cors_origins=cors_origins),
-            *auth_middleware(state.current),
+            *auth_middleware(state.tokens),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
     )

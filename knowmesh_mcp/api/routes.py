@@ -1,6 +1,6 @@
 """The `/v1` routes (and `/llms.txt`, `/review.md`, `/dedupe.md`) as a table of module-level handlers.
 
-Each handler is `async def name(request) -> Response`: it parses the request, calls one `Service`
+Each handler is `async def name(request) -> Response`: it parses the request, calls one `Mesh`
 method and renders its result, holding no domain logic and no SQL. What a handler reaches (the
 service, who acts, the write limit, the read-only flag) is the app's `ApiState` (`api.state`), set
 once by `api.app.build_app` as `app.state.api` (its service opened by the app's lifespan). What the
@@ -43,9 +43,9 @@ from knowmesh_mcp.api.table import ByMethod as ByMethod  # the tests and the Ope
 from knowmesh_mcp.api.table import node_route, route
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 from knowmesh_mcp.services.dedupe import dedupe_markdown
+from knowmesh_mcp.services.mesh import llms_txt
 from knowmesh_mcp.services.publishing import require_node_id
 from knowmesh_mcp.services.review import review_markdown
-from knowmesh_mcp.services.service import llms_txt
 from knowmesh_mcp.wire import requests as wire
 
 # -- nodes -----------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ async def create_node(request: Request) -> Response:
     body = await read_json(request)
     actor = state.actor(request, body.pop("agent", None) if isinstance(body, dict) else None)
     created = await state.submission(
-        request, actor, lambda counted: state.current().create_node(body, actor=actor, submission=counted)
+        request, actor, lambda counted: state.current().creation.create_node(body, actor=actor, submission=counted)
     )
     return answer(created, 201)
 
@@ -65,7 +65,7 @@ async def create_node(request: Request) -> Response:
 async def list_nodes(request: Request) -> Response:
     params = request.query_params
     return answer(
-        await mesh(request).list_nodes(
+        await mesh(request).nodes.list_nodes(
             ecosystem=params.get("ecosystem"),
             fields=params.get("fields"),
             limit=int_param(request, "limit"),
@@ -77,7 +77,7 @@ async def list_nodes(request: Request) -> Response:
 def read_wanted(request: Request) -> Any:
     """A read's query: ?env=, ?solution=, ?fields=, ?include= (checked before the path's id)."""
     params = request.query_params
-    return mesh(request).read_request(
+    return mesh(request).nodes.read_request(
         env=params.get("env"),
         solution=params.get("solution"),
         fields=params.get("fields"),
@@ -88,7 +88,7 @@ def read_wanted(request: Request) -> Any:
 async def node_read(request: Request, *, markdown: bool) -> Response:
     """/v1/nodes/{ecosystem}/{slug}[.md]."""
     wanted = read_wanted(request)
-    result = await mesh(request).read_node(require_node_id(node_of(request)), wanted)
+    result = await mesh(request).nodes.read_node(require_node_id(node_of(request)), wanted)
     return read_response(request, result, markdown=markdown)
 
 
@@ -104,7 +104,7 @@ async def version_read(request: Request, *, markdown: bool) -> Response:
     """/v1/nodes/{ecosystem}/{slug}/versions/{version}[.md]: the node as it was at a content hash."""
     wanted, params = read_wanted(request), request.path_params
     node_id = require_node_id(f"{params['ecosystem']}/{params['slug']}")
-    result = await mesh(request).read_version(node_id, params["version"], wanted)
+    result = await mesh(request).nodes.read_version(node_id, params["version"], wanted)
     return read_response(request, result, markdown=markdown)
 
 
@@ -117,7 +117,7 @@ async def read_version_markdown(request: Request) -> Response:
 
 
 async def read_article(request: Request) -> Response:
-    result = await mesh(request).read_article(
+    result = await mesh(request).articles.read_article(
         require_node_id(node_of(request)), include=request.query_params.get("include")
     )
     return read_response(request, result, markdown=False)
@@ -125,12 +125,14 @@ async def read_article(request: Request) -> Response:
 
 async def article_history(request: Request) -> Response:
     node_id = require_node_id(node_of(request))
-    return answer(await mesh(request).article_history(node_id, **wire.query(wire.HistoryQuery, request.query_params)))
+    return answer(
+        await mesh(request).articles.article_history(node_id, **wire.query(wire.HistoryQuery, request.query_params))
+    )
 
 
 async def patch_article(request: Request) -> Response:
     node_id, payload = await edit_body(request, wire.ArticlePatch, codes={"ops": "invalid_op"})
-    result = await mesh(request).patch_article(
+    result = await mesh(request).articles.patch_article(
         node_id,
         base_revision=payload.get("base_revision"),
         ops=payload.get("ops"),
@@ -143,7 +145,7 @@ async def patch_article(request: Request) -> Response:
 
 async def revise_article(request: Request) -> Response:
     node_id, payload = await edit_body(request, wire.ArticleRevision, codes={"article": "invalid_node"})
-    result = await mesh(request).revise_article(
+    result = await mesh(request).articles.revise_article(
         node_id,
         base_revision=payload.get("base_revision"),
         article=payload.get("article"),
@@ -164,7 +166,7 @@ async def solutions_gone(request: Request) -> Response:
 
 
 async def list_failures(request: Request) -> Response:
-    return answer(await mesh(request).list_failures(require_node_id(node_of(request))))
+    return answer(await mesh(request).failures.list_failures(require_node_id(node_of(request))))
 
 
 async def report_failed_attempt(request: Request) -> Response:
@@ -177,7 +179,9 @@ async def report_failed_attempt(request: Request) -> Response:
     accepted = await state.submission(
         request,
         actor,
-        lambda counted: state.current().report_failed_attempt(node_id, payload, submission=counted, actor=actor),
+        lambda counted: state.current().failures.report_failed_attempt(
+            node_id, payload, submission=counted, actor=actor
+        ),
     )
     return answer({**accepted, **wire.deprecation(notes)}, 202)
 
@@ -186,13 +190,19 @@ async def set_status(request: Request) -> Response:
     """Maintainers: POST {status: verified|draft|deprecated, note}."""
     node_id, payload = await edit_body(request, wire.StatusChange)
     actor = api(request).actor(request, agent_field(payload))
-    return answer(await mesh(request).set_status(node_id, payload.get("status"), note=payload.get("note"), actor=actor))
+    return answer(
+        await mesh(request).maintenance.set_status(
+            node_id, payload.get("status"), note=payload.get("note"), actor=actor
+        )
+    )
 
 
 async def list_feedback(request: Request) -> Response:
     params = request.query_params
     return answer(
-        await mesh(request).list_feedback(node_of(request), after=params.get("after"), limit=params.get("limit"))
+        await mesh(request).outcomes.list_feedback(
+            node_of(request), after=params.get("after"), limit=params.get("limit")
+        )
     )
 
 
@@ -202,7 +212,7 @@ async def undo(request: Request) -> Response:
     payload = await parsed_object(request, wire.Undo)
     actor = api(request).actor(request, payload.get("agent"))
     undo_token = payload.get("undo_token") or (None if actor.proof == "token" else bearer(request))
-    result = await mesh(request).undo_edit(
+    result = await mesh(request).articles.undo_edit(
         request.path_params["revision_id"],
         undo_token=undo_token,
         agent=payload.get("agent"),
@@ -229,14 +239,16 @@ async def feedback(request: Request) -> Response:
         }
     actor = state.actor(request, agent_field(payload))
     accepted = await state.submission(
-        request, actor, lambda counted: state.current().report_outcome(payload, submission=counted, actor=actor)
+        request,
+        actor,
+        lambda counted: state.current().outcomes.report_outcome(payload, submission=counted, actor=actor),
     )
     return answer({**accepted, **wire.deprecation(notes)}, 202)
 
 
 async def review_page_of(request: Request) -> dict[str, Any]:
     """One page of the review queue: ?limit=, ?offset= (next_offset of the previous page), ?reason=."""
-    return await mesh(request).review_queue(**wire.query(wire.ReviewQuery, request.query_params))
+    return await mesh(request).review.review_queue(**wire.query(wire.ReviewQuery, request.query_params))
 
 
 async def review(request: Request) -> Response:
@@ -251,7 +263,8 @@ async def dedupe_tasks(request: Request) -> Response:
     api(request).writable()
     payload, _ = await wire_body(request, wire.DedupeTask, code="invalid_dedupe")
     return answer(
-        await mesh(request).open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))), 202
+        await mesh(request).dedupe.open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))),
+        202,
     )
 
 
@@ -259,7 +272,7 @@ async def dedupe_vote(request: Request) -> Response:
     api(request).writable()
     payload, _ = await wire_body(request, wire.DedupeVote, code="invalid_dedupe")
     actor = api(request).actor(request, agent_field(payload))
-    return answer(await mesh(request).vote_dedupe(request.path_params["task_id"], payload, actor=actor))
+    return answer(await mesh(request).dedupe.vote_dedupe(request.path_params["task_id"], payload, actor=actor))
 
 
 async def dedupe_list(request: Request) -> Response:
@@ -269,14 +282,18 @@ async def dedupe_list(request: Request) -> Response:
     limit = int_param(request, "limit") or 50
     service = mesh(request)
     return answer(
-        await (service.flagged_pairs(limit=limit) if status == "flagged" else service.dedupe_queue(limit=limit))
+        await (
+            service.maintenance.flagged_pairs(limit=limit)
+            if status == "flagged"
+            else service.dedupe.dedupe_queue(limit=limit)
+        )
     )
 
 
 async def dedupe_merge(request: Request) -> Response:
     """Maintainers: POST {canonical_id?, note} confirms a flagged pair as one node."""
     payload = await parsed_object(request, wire.MergeConfirmation)
-    result = await mesh(request).confirm_merge(
+    result = await mesh(request).maintenance.confirm_merge(
         request.path_params["task_id"],
         canonical_id=payload.get("canonical_id"),
         note=payload.get("note"),
@@ -286,7 +303,7 @@ async def dedupe_merge(request: Request) -> Response:
 
 
 async def dedupe_md(request: Request) -> Response:
-    return markdown_answer(dedupe_markdown(await mesh(request).dedupe_queue()))
+    return markdown_answer(dedupe_markdown(await mesh(request).dedupe.dedupe_queue()))
 
 
 async def issues_post(request: Request) -> Response:
@@ -295,7 +312,7 @@ async def issues_post(request: Request) -> Response:
     payload, _ = await wire_body(request, wire.Issue, code="invalid_issue")
     actor = state.actor(request, agent_field(payload))
     filed = await state.submission(
-        request, actor, lambda counted: state.current().file_issue(payload, submission=counted, actor=actor)
+        request, actor, lambda counted: state.current().issues.file_issue(payload, submission=counted, actor=actor)
     )
     filed["url"] = str(request.base_url).rstrip("/") + filed["url"]
     return answer(filed, 202)
@@ -304,7 +321,7 @@ async def issues_post(request: Request) -> Response:
 async def issue_status(request: Request) -> Response:
     """Maintainers: POST {status: closed|discarded, note}."""
     payload = await parsed_object(request, wire.IssueResolution)
-    result = await mesh(request).resolve_issue(
+    result = await mesh(request).maintenance.resolve_issue(
         request.path_params["number"],
         payload.get("status"),
         note=payload.get("note"),
@@ -316,7 +333,9 @@ async def issue_status(request: Request) -> Response:
 async def audit(request: Request) -> Response:
     params = request.query_params
     return answer(
-        await mesh(request).audit_log(target=params.get("target"), after=params.get("after"), limit=params.get("limit"))
+        await mesh(request).maintenance.audit_log(
+            target=params.get("target"), after=params.get("after"), limit=params.get("limit")
+        )
     )
 
 
@@ -325,12 +344,12 @@ async def audit(request: Request) -> Response:
 
 async def changes(request: Request) -> Response:
     return answer(
-        await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+        await mesh(request).feed.changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
     )
 
 
 async def changes_jsonl(request: Request) -> Response:
-    page = await mesh(request).changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
+    page = await mesh(request).feed.changes(since=request.query_params.get("since"), limit=int_param(request, "limit"))
     lines = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in page["changes"])
     headers = {
         **TRUST_HEADER,
@@ -344,7 +363,7 @@ async def search(request: Request) -> Response:
     params = request.query_params
     wanted = wire.query(wire.SearchQuery, params)
     return answer(
-        await mesh(request).search(
+        await mesh(request).searching.search(
             params.get("q"), env=params.get("env"), ecosystem=params.get("ecosystem"), limit=wanted.get("limit")
         )
     )
@@ -354,14 +373,14 @@ async def search_post(request: Request) -> Response:
     """POST /v1/search: the GET's fields as a JSON body, for pasted output too long for a URL."""
     body = search_body(await read_json(request, SEARCH_BODY_BYTES))
     return answer(
-        await mesh(request).search(
+        await mesh(request).searching.search(
             body.get("q"), env=wire.env_text(body.get("env")), ecosystem=body.get("ecosystem"), limit=body.get("limit")
         )
     )
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse(await mesh(request).health(auth=api(request).auth))
+    return JSONResponse(await mesh(request).health.check(auth=api(request).auth))
 
 
 async def openapi(request: Request) -> Response:

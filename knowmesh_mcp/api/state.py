@@ -12,7 +12,8 @@ from knowmesh_mcp.api.auth import actor_of
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import Actor, AuthMode
 from knowmesh_mcp.mcp.tools.base import Submit
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.access import AgentTokens
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.services.submission import Submission
 
 
@@ -22,7 +23,7 @@ class ApiState:
     `db_path` by the app's lifespan), the read-only flag, the write limit and the auth mode (what a
     write without a bearer token may do, `identity.acting`)."""
 
-    service: Service | None = None
+    service: Mesh | None = None
     read_only: bool = False
     write_limit: int = 10
     auth: AuthMode = "off"
@@ -30,11 +31,15 @@ class ApiState:
     seed: bool = True
     mcp_server: Any = None  # the MCP server mounted at /mcp, whose session manager the lifespan runs
 
-    def current(self) -> Service:
+    def current(self) -> Mesh:
         """The service (the getter the pages, the token check and the MCP tools are given)."""
         if self.service is None:
             raise RuntimeError("the app has not started: its lifespan opens the service")
         return self.service
+
+    def tokens(self) -> AgentTokens:
+        """The mesh's agent tokens (the getter the bearer check is given)."""
+        return self.current().tokens
 
     def writable(self) -> None:
         if self.read_only:
@@ -47,7 +52,7 @@ class ApiState:
     async def submission(self, request: Request | None, actor: Actor, submit: Submit) -> dict[str, Any]:
         """A write under --write-limit: 429 past the allowance, counted in the write's own transaction."""
         client = request.client.host if request is not None and request.client else None
-        return await submit(Submission.of(actor, await self.current().ip_hash(client), self.write_limit))
+        return await submit(Submission.of(actor, await self.current().addresses.ip_hash(client), self.write_limit))
 
     async def mcp_actor(self, agent: Any, request: Any) -> Actor:
         """Who an /mcp tool call acts as: the same rule and the same token as /v1."""
@@ -63,5 +68,5 @@ def api(request: Request) -> ApiState:
     return state
 
 
-def mesh(request: Request) -> Service:
+def mesh(request: Request) -> Mesh:
     return api(request).current()

@@ -18,7 +18,7 @@ Item = TypeVar("Item")
 
 
 async def run_import(args: argparse.Namespace) -> int:
-    from knowmesh_mcp.services.service import load_documents
+    from knowmesh_mcp.services.import_export import load_documents
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
@@ -27,7 +27,7 @@ async def run_import(args: argparse.Namespace) -> int:
     bar = progress_bar(sys.stderr, unit="documents")
     try:
         documents = load_documents(args.paths)
-        report = await service.import_documents(counted(documents, bar), dry_run=args.dry_run)
+        report = await service.documents.import_documents(counted(documents, bar), dry_run=args.dry_run)
     finally:
         if bar:
             sys.stderr.write("\n")
@@ -74,7 +74,7 @@ async def run_export(args: argparse.Namespace) -> int:
     bar = None if out.isatty() else progress_bar(sys.stderr, unit="documents")
     count = 0
     try:
-        async for document in service.export_documents():
+        async for document in service.documents.export_documents():
             out.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
             count += 1
             if bar and count % 50 == 0:
@@ -94,7 +94,7 @@ async def run_sync(args: argparse.Namespace) -> int:
     service = await open_service(args)
     bar = progress_bar(sys.stderr)
     try:
-        report = await service.sync_from(source, progress=bar, token=args.token)
+        report = await service.sync.sync_from(source, progress=bar, token=args.token)
     finally:
         if bar:
             sys.stderr.write("\n")

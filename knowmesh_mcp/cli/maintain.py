@@ -13,12 +13,14 @@ from knowmesh_mcp.cli.mesh import database_path, open_service, remote_url
 
 if TYPE_CHECKING:
     from knowmesh_mcp.core.identity import Actor
+    from knowmesh_mcp.services.mesh import Mesh
+    from knowmesh_mcp.services.remote import RemoteMesh
 
 
-class MaintainedMesh(Protocol):
-    """What `admin` calls: a local `Service`, or a `RemoteMesh` with a maintainer's token.
+class Maintenance(Protocol):
+    """What `admin` calls: a local `Mesh`'s maintenance, or a `RemoteMesh`'s with a maintainer's token.
 
-    `actor` is the local maintainer for a `Service`, which requires one; a `RemoteMesh` takes None
+    `actor` is the local maintainer for a `Mesh`, which requires one; a `RemoteMesh` takes None
     (the token proves who acts), so the one type both accept is Any."""
 
     async def set_status(self, node_id: str, status: Any, *, note: Any = ..., actor: Any) -> dict[str, Any]: ...
@@ -28,7 +30,6 @@ class MaintainedMesh(Protocol):
     async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Any) -> dict[str, Any]: ...
     async def flagged_pairs(self, *, limit: int = ...) -> dict[str, Any]: ...
     async def audit_log(self, *, target: str | None = ..., after: Any = ..., limit: Any = ...) -> dict[str, Any]: ...
-    async def close(self) -> None: ...
 
 
 async def run_doctor(args: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ async def run_doctor(args: argparse.Namespace) -> int:
         return 1
     service = await open_service(args, starter=False)
     try:
-        report = await service.health()
+        report = await service.health.check()
     finally:
         await service.close()
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else "\n".join(health_lines(report)))
@@ -54,7 +55,7 @@ async def run_admin(args: argparse.Namespace) -> int:
     may write the file may do anything to it); with --remote the token proves it."""
     from knowmesh_mcp.core.identity import Actor
 
-    mesh: MaintainedMesh
+    mesh: Mesh | RemoteMesh
     actor: Actor | None
     if args.remote:
         from knowmesh_mcp.services.remote import RemoteMesh
@@ -66,7 +67,7 @@ async def run_admin(args: argparse.Namespace) -> int:
         mesh = service
         actor = Actor(await service.local_agent_id(), "local", role="maintainer")
     try:
-        result, line = await admin_action(mesh, args, actor)
+        result, line = await admin_action(mesh.maintenance, args, actor)
     finally:
         await mesh.close()
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else line)
@@ -74,12 +75,12 @@ async def run_admin(args: argparse.Namespace) -> int:
 
 
 async def admin_action(
-    mesh: MaintainedMesh, args: argparse.Namespace, actor: Actor | None
+    maintenance: Maintenance, args: argparse.Namespace, actor: Actor | None
 ) -> tuple[dict[str, Any], str]:
     """Do the action `args` names: its result (for --json) and the line that says what was done."""
     command = args.admin_command
     if command in ("promote", "draft", "deprecate"):
-        result = await mesh.set_status(args.id, args.status, note=args.note, actor=actor)
+        result = await maintenance.set_status(args.id, args.status, note=args.note, actor=actor)
         changed = (
             f"{result['node']}: {result['previous']} -> {result['status']}"
             if result["changed"]
@@ -87,15 +88,15 @@ async def admin_action(
         )
         return result, changed
     if command == "merge":
-        result = await mesh.confirm_merge(args.task_id, canonical_id=args.canonical, note=args.note, actor=actor)
+        result = await maintenance.confirm_merge(args.task_id, canonical_id=args.canonical, note=args.note, actor=actor)
         return result, f"merged {result['merged']} into {result['canonical']['id']} (its URLs now answer 301)"
     if command in ("close-issue", "discard-issue"):
-        result = await mesh.resolve_issue(args.number, args.status, note=args.note, actor=actor)
+        result = await maintenance.resolve_issue(args.number, args.status, note=args.note, actor=actor)
         return result, f"issue {result['issue_number']}: {result['status']}"
     if command == "flagged":
-        result = await mesh.flagged_pairs()
+        result = await maintenance.flagged_pairs()
         return result, flagged_lines(result)
-    result = await mesh.audit_log(target=args.target)
+    result = await maintenance.audit_log(target=args.target)
     return result, audit_lines(result)
 
 

@@ -1,5 +1,5 @@
 """The mesh a command works on: its database (--db, $KNOWMESH_DB, or the default file), opened
-as a `Service`; or a remote mesh's URL."""
+as a `Mesh`; or a remote mesh's URL."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from knowmesh_mcp.cli.output import progress_bar
 from knowmesh_mcp.cli.usage import UsageError
 
 if TYPE_CHECKING:  # imported when a command opens one: start-up stays light
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.services.mesh import Mesh
 
 
 def default_db_path() -> str:
@@ -47,17 +47,17 @@ def wants_empty(args: argparse.Namespace) -> bool:
     return bool(args.empty) or flag.strip().lower() in {"1", "true", "yes", "on"}
 
 
-async def open_service(args: argparse.Namespace, *, starter: bool = True) -> Service:
+async def open_service(args: argparse.Namespace, *, starter: bool = True) -> Mesh:
     """The mesh the command works on. `starter` False (doctor, token) leaves a new mesh's starter
     corpus pending for the first command that serves or searches it: a team that makes its tokens
     first can still copy a personal mesh into the database afterwards."""
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.services.mesh import Mesh
 
     empty = wants_empty(args)
     bar = progress_bar(sys.stderr, unit="nodes reindexed (the search code changed)")
     try:
         seed = False if empty else True if starter else None
-        return await Service.open(database_path(args), seed=seed, progress=bar)
+        return await Mesh.open(database_path(args), seed=seed, progress=bar)
     finally:
         if bar is not None and bar.drawn:
             sys.stderr.write("\n")

@@ -20,7 +20,7 @@ async def run_search(args: argparse.Namespace) -> int:
     query = sys.stdin.read() if args.query == "-" else args.query
     service = await open_service(args)
     try:
-        envelope = await service.search(query, env=args.env, ecosystem=args.ecosystem, limit=args.limit)
+        envelope = await service.searching.search(query, env=args.env, ecosystem=args.ecosystem, limit=args.limit)
     finally:
         await service.close()
     if args.json:
@@ -61,7 +61,7 @@ def shortened(text: str, limit: int) -> str:
 async def run_read(args: argparse.Namespace) -> int:
     service = await open_service(args)
     try:
-        result = await service.read_node(args.id, service.read_request(env=args.env, include=args.include))
+        result = await service.nodes.read_node(args.id, service.nodes.read_request(env=args.env, include=args.include))
     finally:
         await service.close()
     if args.json:

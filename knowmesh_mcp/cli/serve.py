@@ -15,9 +15,7 @@ from knowmesh_mcp.cli.usage import UsageError
 
 if TYPE_CHECKING:
     from knowmesh_mcp.core.identity import AuthMode
-    from knowmesh_mcp.mcp.server import Mesh
-    from knowmesh_mcp.services.remote import RemoteMesh
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.mcp.tools.base import ToolMesh
 
 STDIO_HINT = (
     "knowmesh-mcp: an MCP server on stdin/stdout, waiting for an MCP client (it is not interactive). "
@@ -37,7 +35,7 @@ async def serve_stdio(args: argparse.Namespace) -> int:
     if sys.stdin.isatty():  # a person typed the command: no client sends a terminal as stdin
         print(STDIO_HINT, file=sys.stderr)
     remote = args.remote or os.environ.get("KNOWMESH_URL")
-    mesh: Service | RemoteMesh
+    mesh: ToolMesh
     if remote:
         from knowmesh_mcp.services.remote import RemoteMesh
 
@@ -54,7 +52,7 @@ async def serve_stdio(args: argparse.Namespace) -> int:
     return 0
 
 
-def the_mesh(mesh: Mesh) -> Mesh:
+def the_mesh(mesh: ToolMesh) -> ToolMesh:
     """The stdio server's mesh getter (with `partial`): every tool call gets the one mesh it opened."""
     return mesh
 

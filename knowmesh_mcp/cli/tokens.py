@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from knowmesh_mcp.cli.mesh import open_service
 
 if TYPE_CHECKING:
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.services.mesh import Mesh
 
 
 async def run_token(args: argparse.Namespace) -> int:
@@ -21,16 +21,16 @@ async def run_token(args: argparse.Namespace) -> int:
         elif args.token_command == "list":
             await list_tokens(service, args)
         else:
-            revoked = await service.revoke_tokens(args.agent_id, args.token_id)
+            revoked = await service.tokens.revoke_tokens(args.agent_id, args.token_id)
             print(f"revoked {revoked} token(s) of {args.agent_id}")
     finally:
         await service.close()
     return 0
 
 
-async def add_token(service: Service, args: argparse.Namespace) -> None:
+async def add_token(service: Mesh, args: argparse.Namespace) -> None:
     """The token on stdout (for a pipe to take), how to use it on stderr."""
-    made = await service.add_token(args.agent_id, role=args.role)
+    made = await service.tokens.add_token(args.agent_id, role=args.role)
     print(made["token"])
     print(
         f"token {made['id']} for {made['agent_id']} ({made['role']}): shown once, stored as a hash only. "
@@ -39,8 +39,8 @@ async def add_token(service: Service, args: argparse.Namespace) -> None:
     )
 
 
-async def list_tokens(service: Service, args: argparse.Namespace) -> None:
-    listed = await service.list_tokens()
+async def list_tokens(service: Mesh, args: argparse.Namespace) -> None:
+    listed = await service.tokens.list_tokens()
     if args.json:
         print(json.dumps(listed, indent=2))
     elif not listed:

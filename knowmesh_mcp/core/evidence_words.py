@@ -59,7 +59,7 @@ def answers_evidence(
     reports: Iterable[dict[str, Any]], revisions: dict[str, int], now: datetime | None = None
 ) -> dict[str, AnswerEvidence]:
     """{answer id: its evidence} for the answers of `revisions` ({id: current revision}), from
-    the node's feedback rows as `Service.list_feedback` returns them."""
+    the node's feedback rows as `Mesh.outcomes.list_feedback` returns them."""
     counted: list[OutcomeReport] = []
     earlier = dict.fromkeys(revisions, 0)
     uncounted = dict.fromkeys(revisions, 0)

@@ -1,4 +1,4 @@
-"""The MCP server: tools, resources and instructions, each a thin call into `Service`.
+"""The MCP server: tools, resources and instructions, each a thin call into `Mesh`.
 
 Each tool is a module of `tools` (its name, description, `wire` arguments, `results` model and one
 `call`), registered from `tools.TOOLS` by `register_tool`; what a tool reaches is `tools.base.Calls`.
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from functools import partial
 from types import ModuleType
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 import mcp_types
 from mcp import MCPError
@@ -33,13 +33,11 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, ValidationError
 
 from knowmesh_mcp.core.errors import KnowmeshError, plain_words
-from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.core.limits import MAX_INT, json_problem
 from knowmesh_mcp.mcp.stdio import answering_stdio, compact_json, shown
 from knowmesh_mcp.mcp.tools import TOOLS
-from knowmesh_mcp.mcp.tools.base import Calls, Identify, SubmissionGuard
-from knowmesh_mcp.services.service import llms_txt
-from knowmesh_mcp.services.submission import Submission
+from knowmesh_mcp.mcp.tools.base import Calls, Identify, MeshGetter, SubmissionGuard
+from knowmesh_mcp.services.mesh import llms_txt
 from knowmesh_mcp.wire import requests as wire
 
 log = logging.getLogger("knowmesh.mcp")
@@ -53,48 +51,6 @@ publish it with `create_node` and `solutions: []` so it stays open and findable.
 optional `agent` ({"id", "model"}): keep one stable id, since outcomes count distinct agents."""
 
 
-class Mesh(Protocol):
-    """What the tools call: a local `Service`, or a `RemoteMesh` answering through HTTP."""
-
-    async def local_actor(self, agent: Any) -> Actor | None: ...
-    async def search(
-        self, q: str | None, *, env: str | None = ..., ecosystem: str | None = ..., limit: int | None = ...
-    ) -> dict[str, Any]: ...
-    async def read_view(
-        self,
-        node_id: str,
-        *,
-        env: str | None = ...,
-        solution: str | None = ...,
-        fields: str | None = ...,
-        include: str | None = ...,
-    ) -> dict[str, Any]: ...
-    async def read_markdown(self, node_id: str) -> str: ...
-    async def article_history(
-        self, node_id: str, *, from_revision: Any = ..., to_revision: Any = ...
-    ) -> dict[str, Any]: ...
-    async def review_queue(self, *, limit: Any = ..., offset: Any = ..., reason: Any = ...) -> dict[str, Any]: ...
-    async def create_node(
-        self, raw: Any, *, agent: dict[str, Any] | None = ..., actor: Actor | None = ..., submission: Submission = ...
-    ) -> dict[str, Any]: ...
-    async def patch_article(
-        self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any, actor: Actor | None = ...
-    ) -> dict[str, Any]: ...
-    async def revise_article(
-        self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = ...
-    ) -> dict[str, Any]: ...
-    async def undo_edit(
-        self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = ...
-    ) -> dict[str, Any]: ...
-    async def report_outcome(
-        self, report: Any, *, submission: Submission = ..., actor: Actor | None = ...
-    ) -> dict[str, Any]: ...
-    async def report_failed_attempt(
-        self, node_id: str, attempt: Any, *, submission: Submission = ..., actor: Actor | None = ...
-    ) -> dict[str, Any]: ...
-
-
-MeshGetter = Callable[[], Mesh]
 ToolFn = Callable[..., Awaitable[CallToolResult]]
 
 
@@ -138,7 +94,7 @@ def register_tool(server: MCPServer, module: ModuleType, calls: Calls) -> None:
 async def article_resource(get_mesh: MeshGetter, ecosystem: str, slug: str) -> str:
     """knowmesh://nodes/{ecosystem}/{slug}: one node's current article as Markdown."""
     try:
-        return await get_mesh().read_markdown(f"{ecosystem}/{slug}")
+        return await get_mesh().nodes.read_markdown(f"{ecosystem}/{slug}")
     except KnowmeshError as error:
         if error.status == 404:
             raise ResourceNotFoundError(error.message) from None

@@ -1,6 +1,6 @@
 """Agent tokens: issued once, kept as a hash, checked on every request that carries one.
 
-Mixed into `Service`. `knowmesh-mcp token add|list|revoke` calls these on the local database;
+`Mesh.tokens`. `knowmesh-mcp token add|list|revoke` calls these on the local database;
 the HTTP app's bearer backend calls `verify_token`. Depends on `identity` and `store`.
 """
 
@@ -20,7 +20,8 @@ TOUCH_EVERY = timedelta(minutes=1)  # `last used` is a date for people, not a co
 
 
 class AgentTokens:
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def add_token(self, agent_id: Any, *, role: str = "agent") -> dict[str, Any]:
         """A new token bound to `agent_id`; the token is in the result and nowhere else, ever."""

@@ -18,9 +18,10 @@ DEFAULT_FEED_PAGE = 100
 
 
 class ChangeFeed:
-    """Mixed into Service: the change feed."""
+    """the change feed."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def changes(self, *, since: str | None = None, limit: int | None = None) -> dict[str, Any]:
         """GET /v1/changes: nodes written after a cursor, in write order (protocol section 9)."""

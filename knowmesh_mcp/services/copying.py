@@ -15,9 +15,9 @@ one consistent snapshot: writers of the source wait until the copy ends.
 Not copied: `write_counts` (hourly write limits; they start again), `schema_migrations` (each
 backend's own), `meta`'s `normalizer_version` and `search_index_version`, and the search index.
 A new target's `starter_corpus` is "declined" before the source's meta is copied over it (a
-`Service` opening the copy of an older mesh, which has none, must not add a starter corpus to it).
+`Mesh` opening the copy of an older mesh, which has none, must not add a starter corpus to it).
 The target rebuilds signature hashes and index rows of every node the copy wrote, with its own
-backend's code (`set_signature_hashes`, `write_search_rows`: what `Service.open` does after an
+backend's code (`set_signature_hashes`, `write_search_rows`: what `Mesh.open` does after an
 analyser change), and records the analyser versions it indexed with.
 """
 
@@ -177,7 +177,7 @@ async def copy_stores(
         current = {"normalizer_version": str(NORMALIZER_VERSION), "search_index_version": str(SEARCH_INDEX_VERSION)}
         if report.changed and (not had_nodes or indexed == current):
             # Every node is indexed by this code now; a target indexed by older code keeps its
-            # older versions, and `Service.open` rebuilds all of it.
+            # older versions, and `Mesh.open` rebuilds all of it.
             for key, value in current.items():
                 if indexed.get(key) != value:
                     await tx.set_meta(key, value)
@@ -242,7 +242,7 @@ def _describe(table: CopiedTable, key: tuple[Any, ...]) -> str:
 
 async def _reindex(tx: Writer, fresh: list[str], moved: list[str], progress: Progress | None = None) -> int:
     """Signature hashes and search rows of the nodes the copy wrote, by the target's own code
-    (the steps of `Service._reindex_if_analysis_changed`), a page of documents at a time. A big
+    (the steps of `Mesh._reindex_if_analysis_changed`), a page of documents at a time. A big
     copy indexes in a process pool (`importing.index_pages`) while this process writes the pages
     already indexed: indexing is most of a copy's CPU."""
     fresh_set = set(fresh)

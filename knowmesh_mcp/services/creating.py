@@ -18,9 +18,10 @@ from knowmesh_mcp.store import Store
 
 
 class Creating:
-    """Mixed into Service: new nodes."""
+    """new nodes."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def create_node(
         self,

@@ -14,9 +14,10 @@ from knowmesh_mcp.store import DuplicateRow, Store
 
 
 class Dedupe:
-    """Mixed into Service: suspected duplicates settled by distinct agents' votes, never auto-merged."""
+    """suspected duplicates settled by distinct agents' votes, never auto-merged."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def open_dedupe_task(self, body: Any, *, actor: Actor | None = None) -> dict[str, Any]:
         """POST /v1/dedupe/tasks: queue a pair (`node`, `candidate`) that may be one problem."""

@@ -1,7 +1,7 @@
 """Article edits: the current article, JSON Pointer patches, whole revisions, conflicts,
 token-authorized undo and history (spec "Article revision API"; protocol sections 6 and 7).
 
-The document operations are pure (`articles`); this mixin runs them inside one write
+The document operations are pure (`articles`); this service runs them inside one write
 transaction and publishes the result through `publish_edit`, the single edit path (a sync
 publishes a local edit it keeps through it too).
 """
@@ -67,11 +67,13 @@ def revision_entry(row: RevisionRow) -> dict[str, Any]:
     }
 
 
-class ArticleEditing(NodeReads):
-    """Mixed into Service: current articles, edits, conflicts, undo and history (an article's read
+class ArticleEditing:
+    """current articles, edits, conflicts, undo and history (an article's read
     carries what the node's read view says about it: `next`, `failures`)."""
 
-    store: Store
+    def __init__(self, store: Store, nodes: NodeReads) -> None:
+        self.store = store
+        self.nodes = nodes  # the article is read as a node is
 
     async def read_article(self, node_id: str, *, include: str | None = None) -> ReadResult:
         """GET /v1/nodes/{id}/article: the document to edit, with the revision to send as base.
@@ -98,7 +100,7 @@ class ArticleEditing(NodeReads):
             "trust": "untrusted-data",
             "article": article,
         }
-        view = (await self.read_node(node_id, ReadRequest(include=included))).body
+        view = (await self.nodes.read_node(node_id, ReadRequest(include=included))).body
         for key in ("next", "failures"):
             if key in view:
                 body[key] = view[key]

@@ -24,9 +24,10 @@ MAX_FAILED_REPORTS = 10_000  # failure reports one /failures read lists
 
 
 class FailedAttempts:
-    """Mixed into Service: shared failed approaches while no answer applies (protocol section 5)."""
+    """shared failed approaches while no answer applies (protocol section 5)."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def report_failed_attempt(
         self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None

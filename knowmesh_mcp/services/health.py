@@ -3,7 +3,7 @@
 `ok` is false with one reason per problem: a database that fails SQLite's quick check (damaged
 pages that leave a fact unreadable are named too: the report is for exactly that, so never a 500),
 a schema older than this code's migrations, a search index built by another analyser or missing
-nodes, or a server that takes writes with tokens only while no token exists. Mixed into `Service`;
+nodes, or a server that takes writes with tokens only while no token exists. It is `Mesh.health`;
 depends on `store`, `search` and `normalize` only.
 """
 
@@ -17,9 +17,10 @@ from knowmesh_mcp.store import Store
 
 
 class Health:
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
-    async def health(self, *, auth: str | None = None) -> dict[str, Any]:
+    async def check(self, *, auth: str | None = None) -> dict[str, Any]:
         """The mesh's state; `auth` is the serving mode (None when nothing serves, as for `doctor`)."""
         facts = await self.store.health_facts()
         latest = facts["latest_schema_version"]  # each backend has its own migration series

@@ -38,9 +38,10 @@ class ImportReport:
 
 
 class ImportExport:
-    """Mixed into Service: bulk import and export of documents."""
+    """bulk import and export of documents."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def import_documents(
         self,

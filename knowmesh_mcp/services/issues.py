@@ -21,9 +21,10 @@ MAX_ISSUE_TITLE, MAX_ISSUE_BODY, MAX_ISSUE_FIELD = 200, 8000, 2000
 
 
 class ServiceIssues:
-    """Mixed into Service: reports about the service itself (protocol section 12)."""
+    """reports about the service itself (protocol section 12)."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def file_issue(
         self, issue: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None

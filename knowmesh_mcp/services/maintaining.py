@@ -3,8 +3,8 @@ or discard a service issue. Each is one transaction that also appends a row to t
 naming the maintainer (`GET /v1/audit`).
 
 A maintainer is a proven actor with the maintainer role: a maintainer's bearer token, or the
-`knowmesh-mcp admin` command on the local database (whoever may write the file). Mixed into
-`Service`; depends on `identity`, `store` and `errors`.
+`knowmesh-mcp admin` command on the local database (whoever may write the file). It is
+`Mesh.maintenance`; depends on `identity`, `store` and `errors`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def moved(node_id: str, canonical: str) -> KnowmeshError:
 
 
 class Maintaining:
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def set_status(self, node_id: str, status: Any, *, note: Any = None, actor: Actor) -> dict[str, Any]:
         """Promote a node to `verified`, set it back to `draft`, or `deprecate` it (it leaves lists

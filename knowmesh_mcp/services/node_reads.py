@@ -1,6 +1,6 @@
 """Reading nodes: the current article (with one answer for an environment), a pinned version,
 the node list and the counts the pages and sitemaps show. The views themselves are pure
-(`reading`); this mixin reads the rows, follows merges and tags each read for caching.
+(`reading`); this service reads the rows, follows merges and tags each read for caching.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ DEFAULT_LIST_LIMIT = 50
 
 
 class NodeReads:
-    """Mixed into Service: reads of nodes and lists of them."""
+    """reads of nodes and lists of them."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def read_request(
         self,

@@ -46,9 +46,10 @@ class OutcomeReport:
 
 
 class OutcomeReporting:
-    """Mixed into Service: outcome reports and the evidence they derive (protocol section 4)."""
+    """outcome reports and the evidence they derive (protocol section 4)."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def report_outcome(
         self, report: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None

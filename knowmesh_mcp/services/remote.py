@@ -1,296 +1,31 @@
-"""A remote mesh through its HTTP API: what `serve --stdio --remote URL` and `sync --from URL` use.
+"""A remote mesh through its HTTP API: what `serve --stdio --remote URL`, `admin --remote URL`
+and `sync --from URL` use.
 
-`RemoteMesh` answers the same calls as a local `Service` (the ones the MCP server and sync
-need) by calling the remote's `/v1` routes, so a tool returns the same output whichever side
-holds the store. A remote error comes back as the same `KnowmeshError` (status, code, details)
-the remote raised; an unreachable or slow remote is a 503 `remote_unavailable` or a 504
-`remote_timeout`, never a hang or a crash.
-
-A remote is untrusted: each answer is read whole within a deadline and a byte limit, and its JSON
-is held to the bounds a client's is (`limits`), else a 502 `remote_error` naming the remote. The
-user and password of a URL (`http://user:pass@host`) are sent as HTTP basic auth and kept out of
-`base_url`, the name every message, row and report uses.
+`RemoteMesh` has the concerns of a local `Mesh` that can be called over HTTP (the ones the MCP
+server, `admin` and sync need), under the same names, each calling the remote's `/v1` routes
+through one `remote_api.RemoteApi`: a tool returns the same output whichever side holds the
+store, and mypy checks that each call an adapter makes exists on both.
 """
 
 from __future__ import annotations
 
-import asyncio
-import getpass
-import hashlib
-import json
-import os
-import socket
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import httpx2
 
-from knowmesh_mcp.core.errors import KnowmeshError, remote_error
-from knowmesh_mcp.core.identity import Actor, acting
-from knowmesh_mcp.core.limits import json_problem
+from knowmesh_mcp.core.errors import KnowmeshError
+from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.services.maintaining import following_merge, read_following_merge
 from knowmesh_mcp.services.outcomes import UNCOUNTED, Submission
-from knowmesh_mcp.services.publishing import require_node_id
-
-DEFAULT_TIMEOUT = 10.0  # seconds to connect, and between two reads of an answer; KNOWMESH_TIMEOUT overrides
-
-RESPONSE_DEADLINE_SECONDS = 60.0
-"""The longest one answer may take, from sending the request to its last byte. The timeout above
-is per read, so a remote that drips a byte every 3 s never trips it (reproduced: a sync still
-waiting after minutes). 60 s reads the largest answer allowed below at ~0.5 MiB/s; the deadline is
-never shorter than a per-read timeout a user set higher."""
-
-RESPONSE_BYTE_LIMIT = 32 * 1024 * 1024
-"""The most one answer may hold, counted as its body streams in. A node's history with its
-documents, the largest answer a sync reads, is not paged: 32 MiB holds ~160 revisions of the
-largest document allowed (`limits.MAX_DOCUMENT_CHARS`) and thousands of typical ones. Read whole
-before, an 800 MB answer took 2.4 GB of memory; now the read stops past this."""
-
-MIB = 1024 * 1024
-MAX_POINTER_CHARS = 100  # of a JSON Pointer quoted in an error message: its keys are the remote's
+from knowmesh_mcp.services.remote_api import ByteBudget, RemoteApi, node_path
 
 
-def public_url(url: str) -> str:
-    """`url` without its userinfo (`user:password@`) and trailing slash: the name a remote is stored,
-    printed and shown under (sync_state, doctor, `/v1/health`, messages), so a password never is.
-    A URL without userinfo is returned as it was given, so the rows kept under it still match."""
-    url = url.strip()
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url.rstrip("/")
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])).rstrip("/")
+class RemoteNodes:
+    """Reading nodes: `GET /v1/nodes/{id}` as JSON or Markdown, following a merge."""
 
-
-def url_credentials(url: str) -> httpx2.BasicAuth | None:
-    """The user and password of `url` (percent-decoded) as HTTP basic auth, or None without userinfo."""
-    parts = urlsplit(url.strip())
-    if "@" not in parts.netloc:
-        return None
-    return httpx2.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
-
-
-def mebibytes(size: int) -> str:
-    return f"{size / MIB:g} MiB"
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A remote's whole answer, read within the deadline and the byte limit."""
-
-    status_code: int
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-
-@dataclass
-class ByteBudget:
-    """Bytes several answers may hold in memory together, charged as each streams in: a sync page
-    keeps every history and feedback list it fetched until it writes them in one transaction, so
-    the limit on one answer alone would let a page of 100 nodes hold 100 of them."""
-
-    limit: int
-    what: str  # what the answers are for, named in the error: "a page of http://team/v1/changes"
-    spent: int = 0
-
-    def charge(self, size: int) -> None:
-        self.spent += size
-        if self.spent > self.limit:
-            raise remote_error(
-                f"the answers for {self.what} add up to more than {mebibytes(self.limit)}: "
-                "refused, so that a remote cannot fill this process's memory"
-            )
-
-
-def parse_json(content: bytes, where: str) -> Any:
-    """A remote's JSON held to the bounds a client's is (`limits`: nesting, 64-bit integers, lone
-    surrogates), without NaN or Infinity (not JSON); else a 502 naming `where`. Deep nesting was a
-    raw RecursionError, a lone surrogate a UnicodeEncodeError from the database driver."""
-    try:
-        value = json.loads(content, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise remote_error(f"{where} answered JSON nested too deep to read") from None
-    except ValueError:  # not JSON, not UTF-8, NaN, or an integer of more than 4,300 digits
-        raise remote_error(f"{where} did not answer with valid JSON") from None
-    problem = json_problem(value)
-    if problem is not None:
-        pointer, what = problem
-        raise remote_error(f"{where} answered JSON out of bounds at {pointer[:MAX_POINTER_CHARS]}: {what}")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def remote_timeout() -> float:
-    try:
-        return float(os.environ.get("KNOWMESH_TIMEOUT") or DEFAULT_TIMEOUT)
-    except ValueError:
-        return DEFAULT_TIMEOUT
-
-
-def error_from_response(answer: Answer, where: str) -> KnowmeshError:
-    """The remote's own error (same status, code and details), or a 502 naming `where` when it sent none."""
-    try:
-        body = parse_json(answer.content, where)
-    except KnowmeshError:
-        body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("code"), str):
-        details = {k: v for k, v in error.items() if k not in {"code", "message"}}
-        top_level = {k: v for k, v in body.items() if k != "error"}
-        return KnowmeshError(
-            answer.status_code, error["code"], str(error.get("message", "")), top_level=top_level, **details
-        )
-    return remote_error(f"{where} answered {answer.status_code} without a knowmesh error body")
-
-
-class RemoteMesh:
-    """A knowmesh HTTP API at `base_url`, called like a local `Service`.
-
-    `token` (else `KNOWMESH_TOKEN`) is sent as `Authorization: Bearer` on every call: the remote
-    then proves who acted. Without one, a write names the local agent's id, which the remote
-    takes as claimed (a personal mesh) or records as unproven (a team's mesh with auth on).
-    A call's `actor` (from `local_actor`) only fills in the id a body leaves out.
-
-    The user and password of `base_url` go as HTTP basic auth (a proxy in front of the team's
-    server); basic auth takes the Authorization header, so the bearer is not sent with them.
-    `self.base_url` never holds them. `timeout` is per read (KNOWMESH_TIMEOUT), `deadline` for a
-    whole answer (RESPONSE_DEADLINE_SECONDS), `byte_limit` its size (RESPONSE_BYTE_LIMIT).
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float | None = None,
-        client: httpx2.AsyncClient | None = None,
-        token: str | None = None,
-        deadline: float | None = None,
-        byte_limit: int | None = None,
-    ):
-        self.base_url = public_url(base_url)
-        self.timeout = remote_timeout() if timeout is None else timeout
-        self.deadline = max(RESPONSE_DEADLINE_SECONDS, self.timeout) if deadline is None else deadline
-        self.byte_limit = RESPONSE_BYTE_LIMIT if byte_limit is None else byte_limit
-        self.token = token if token is not None else os.environ.get("KNOWMESH_TOKEN") or None
-        headers = {"user-agent": "knowmesh-mcp (remote)"}
-        if self.token:
-            headers["authorization"] = f"Bearer {self.token}"
-        self._client = client or httpx2.AsyncClient(
-            base_url=self.base_url, timeout=self.timeout, headers=headers, auth=url_credentials(base_url)
-        )
-
-    async def close(self) -> None:
-        await self._client.aclose()
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
-        budget: ByteBudget | None = None,
-    ) -> Answer:
-        """One call, its answer read whole within `deadline` and `byte_limit` (and `budget`, shared
-        with other answers); raises the remote's error, or remote_unavailable / remote_timeout / remote_error."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        where = f"{self.base_url}{path}"
-        deadline = asyncio.timeout(self.deadline)
-        try:
-            async with deadline:
-                async with self._client.stream(method, path, params=query, json=json, headers=headers) as response:
-                    answer = Answer(response.status_code, await self._read_body(response, where, budget))
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            raise KnowmeshError(
-                504, "remote_timeout", f"{where} did not finish answering within {self.deadline:g} s"
-            ) from None
-        except httpx2.TimeoutException:
-            raise KnowmeshError(
-                504, "remote_timeout", f"{self.base_url} did not answer within {self.timeout:g} s"
-            ) from None
-        except httpx2.DecodingError:
-            raise remote_error(f"{where} answered a body that does not decode as its content-encoding says") from None
-        except httpx2.HTTPError as error:
-            raise KnowmeshError(503, "remote_unavailable", f"cannot reach {self.base_url}: {error}") from None
-        if answer.status_code >= 300:  # redirects are not followed: a 301 is a merged node, raised as `moved`
-            raise error_from_response(answer, where)
-        return answer
-
-    async def _read_body(self, response: httpx2.Response, where: str, budget: ByteBudget | None) -> bytes:
-        """The body as it streams in, stopped as soon as it passes `byte_limit` or the budget: an
-        answer read whole first could take all of this process's memory."""
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.byte_limit:
-            raise self._too_large(where)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > self.byte_limit:
-                raise self._too_large(where)
-            if budget is not None:
-                budget.charge(len(chunk))
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _too_large(self, where: str) -> KnowmeshError:
-        return remote_error(
-            f"{where} answered more than {mebibytes(self.byte_limit)}: refused, so that a remote "
-            "cannot fill this process's memory"
-        )
-
-    async def call(self, method: str, path: str, *, budget: ByteBudget | None = None, **kwargs: Any) -> dict[str, Any]:
-        answer = await self.request(method, path, budget=budget, **kwargs)
-        body = parse_json(answer.content, f"{self.base_url}{path}")
-        if not isinstance(body, dict):
-            raise remote_error(f"{self.base_url}{path} did not answer with a JSON object")
-        return body
-
-    # -- the calls the MCP server makes (same names and results as Service) ----------------
-
-    async def local_agent_id(self) -> str:
-        """KNOWMESH_AGENT_ID, else an id stable for this user, machine and remote (nothing stored)."""
-        if os.environ.get("KNOWMESH_AGENT_ID"):
-            return os.environ["KNOWMESH_AGENT_ID"]
-        seed = f"{getpass.getuser()}@{socket.gethostname()}|{self.base_url}"
-        return "local-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
-
-    async def local_actor(self, agent: Any) -> Actor | None:
-        """A stdio server's actor: with a token the remote decides; else the id the call names,
-        or the local agent's, which the remote takes as claimed or records as unproven."""
-        return None if self.token else acting(agent, None, "off", local_id=await self.local_agent_id())
-
-    @staticmethod
-    def agent_field(agent: Any, actor: Actor | None) -> Any:
-        """The `agent` a write sends: as the call gave it, with the local actor's id when it named none."""
-        if (
-            actor is None
-            or actor.id is None
-            or (isinstance(agent, dict) and agent.get("id"))
-            or (agent is not None and not isinstance(agent, dict))
-        ):
-            return agent
-        return {**(agent or {}), "id": actor.id}
-
-    async def search(
-        self, q: str | None, *, env: str | None = None, ecosystem: str | None = None, limit: int | None = None
-    ) -> dict[str, Any]:
-        # POST: pasted output of up to 1 MiB does not fit a URL.
-        body = {
-            key: value
-            for key, value in {"q": q, "env": env, "ecosystem": ecosystem, "limit": limit}.items()
-            if value is not None
-        }
-        return await self.call("POST", "/v1/search", json=body)
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
 
     async def read_view(
         self,
@@ -304,15 +39,41 @@ class RemoteMesh:
         params = {"env": env, "solution": solution, "fields": fields, "include": include}
 
         async def read(wanted: str) -> dict[str, Any]:
-            return await self.call("GET", node_path(wanted), params=params)
+            return await self.api.call("GET", node_path(wanted), params=params)
 
         return await read_following_merge(read, node_id)
 
     async def read_markdown(self, node_id: str) -> str:
         async def read(wanted: str) -> str:
-            return (await self.request("GET", node_path(wanted) + ".md")).text
+            return (await self.api.request("GET", node_path(wanted) + ".md")).text
 
         return await following_merge(read, node_id)
+
+
+class RemoteCreation:
+    """`POST /v1/nodes`."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
+
+    async def create_node(
+        self,
+        raw: Any,
+        *,
+        agent: dict[str, Any] | None = None,
+        actor: Actor | None = None,
+        submission: Submission = UNCOUNTED,
+    ) -> dict[str, Any]:
+        agent = self.api.agent_field(agent, actor)
+        body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
+        return await self.api.call("POST", "/v1/nodes", json=body)
+
+
+class RemoteArticles:
+    """An article's revisions and edits (`/v1/nodes/{id}/article...`, `/v1/article-revisions`)."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
 
     async def article_history(
         self,
@@ -325,36 +86,18 @@ class RemoteMesh:
         budget: ByteBudget | None = None,
     ) -> dict[str, Any]:
         params = {"from_revision": from_revision, "to_revision": to_revision, "after": after, "include": include}
-        return await self.call("GET", node_path(node_id) + "/article/revisions", params=params, budget=budget)
-
-    async def changes(
-        self, *, since: str | None = None, limit: int | None = None, budget: ByteBudget | None = None
-    ) -> dict[str, Any]:
-        return await self.call("GET", "/v1/changes", params={"since": since, "limit": limit}, budget=budget)
-
-    async def list_feedback(self, node_id: str, *, after: int = 0, budget: ByteBudget | None = None) -> dict[str, Any]:
-        return await self.call("GET", node_path(node_id) + "/feedback", params={"after": after}, budget=budget)
-
-    async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
-        return await self.call("GET", "/v1/review", params={"limit": limit, "offset": offset, "reason": reason})
-
-    async def create_node(
-        self,
-        raw: Any,
-        *,
-        agent: dict[str, Any] | None = None,
-        actor: Actor | None = None,
-        submission: Submission = UNCOUNTED,
-    ) -> dict[str, Any]:
-        agent = self.agent_field(agent, actor)
-        body = {**raw, "agent": agent} if isinstance(raw, dict) and agent else raw
-        return await self.call("POST", "/v1/nodes", json=body)
+        return await self.api.call("GET", node_path(node_id) + "/article/revisions", params=params, budget=budget)
 
     async def patch_article(
         self, node_id: str, *, base_revision: Any, ops: Any, agent: Any, summary: Any, actor: Actor | None = None
     ) -> dict[str, Any]:
-        body = {"base_revision": base_revision, "ops": ops, "agent": self.agent_field(agent, actor), "summary": summary}
-        return await self.call("PATCH", node_path(node_id) + "/article", json=body)
+        body = {
+            "base_revision": base_revision,
+            "ops": ops,
+            "agent": self.api.agent_field(agent, actor),
+            "summary": summary,
+        }
+        return await self.api.call("PATCH", node_path(node_id) + "/article", json=body)
 
     async def revise_article(
         self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -362,10 +105,10 @@ class RemoteMesh:
         body = {
             "base_revision": base_revision,
             "article": article,
-            "agent": self.agent_field(agent, actor),
+            "agent": self.api.agent_field(agent, actor),
             "summary": summary,
         }
-        return await self.call("POST", node_path(node_id) + "/article/revisions", json=body)
+        return await self.api.call("POST", node_path(node_id) + "/article/revisions", json=body)
 
     async def undo_edit(
         self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -373,58 +116,150 @@ class RemoteMesh:
         """The undo token rides as the bearer (the spec's form), or in the body when the bearer is our agent token."""
         if not isinstance(revision_id, str) or not revision_id.strip():
             raise KnowmeshError(400, "invalid_parameter", "revision_id is required", field="revision_id")
-        body = {"agent": self.agent_field(agent, actor), "summary": summary}
+        body = {"agent": self.api.agent_field(agent, actor), "summary": summary}
         headers = None
-        if self.token:
+        if self.api.token:
             body["undo_token"] = undo_token
         elif isinstance(undo_token, str) and undo_token:
             headers = {"authorization": f"Bearer {undo_token}"}
-        return await self.call(
+        return await self.api.call(
             "POST", f"/v1/article-revisions/{quote(revision_id, safe='')}/undo", json=body, headers=headers
         )
+
+
+class RemoteSearching:
+    """`POST /v1/search`."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
+
+    async def search(
+        self, q: str | None, *, env: str | None = None, ecosystem: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        # POST: pasted output of up to 1 MiB does not fit a URL.
+        body = {
+            key: value
+            for key, value in {"q": q, "env": env, "ecosystem": ecosystem, "limit": limit}.items()
+            if value is not None
+        }
+        return await self.api.call("POST", "/v1/search", json=body)
+
+
+class RemoteFeed:
+    """`GET /v1/changes`."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
+
+    async def changes(
+        self, *, since: str | None = None, limit: int | None = None, budget: ByteBudget | None = None
+    ) -> dict[str, Any]:
+        return await self.api.call("GET", "/v1/changes", params={"since": since, "limit": limit}, budget=budget)
+
+
+class RemoteOutcomes:
+    """Outcome reports (`/v1/feedback`, a node's feedback list)."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
 
     async def report_outcome(
         self, report: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
     ) -> dict[str, Any]:
         """`submission` is the local server's business; the remote counts this client's own writes."""
-        return await self.call("POST", "/v1/feedback", json=self.with_agent(report, actor))
+        return await self.api.call("POST", "/v1/feedback", json=self.api.with_agent(report, actor))
+
+    async def list_feedback(self, node_id: str, *, after: int = 0, budget: ByteBudget | None = None) -> dict[str, Any]:
+        return await self.api.call("GET", node_path(node_id) + "/feedback", params={"after": after}, budget=budget)
+
+
+class RemoteFailures:
+    """`POST /v1/nodes/{id}/failures`."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
 
     async def report_failed_attempt(
         self, node_id: str, attempt: Any, *, submission: Submission = UNCOUNTED, actor: Actor | None = None
     ) -> dict[str, Any]:
-        return await self.call("POST", node_path(node_id) + "/failures", json=self.with_agent(attempt, actor))
+        return await self.api.call("POST", node_path(node_id) + "/failures", json=self.api.with_agent(attempt, actor))
 
-    # -- maintainers (`knowmesh-mcp admin --remote URL`, with a maintainer's token) ------------
+
+class RemoteReview:
+    """`GET /v1/review`."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
+
+    async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
+        return await self.api.call("GET", "/v1/review", params={"limit": limit, "offset": offset, "reason": reason})
+
+
+class RemoteMaintenance:
+    """Maintainers' calls (`knowmesh-mcp admin --remote URL`, with a maintainer's token)."""
+
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
 
     async def set_status(
         self, node_id: str, status: Any, *, note: Any = None, actor: Actor | None = None
     ) -> dict[str, Any]:
-        return await self.call("POST", node_path(node_id) + "/status", json={"status": status, "note": note})
+        return await self.api.call("POST", node_path(node_id) + "/status", json={"status": status, "note": note})
 
     async def confirm_merge(
         self, task_id: Any, *, canonical_id: Any = None, note: Any = None, actor: Actor | None = None
     ) -> dict[str, Any]:
-        return await self.call(
+        return await self.api.call(
             "POST",
             f"/v1/dedupe/tasks/{quote(str(task_id), safe='')}/merge",
             json={"canonical_id": canonical_id, "note": note},
         )
 
     async def resolve_issue(self, number: Any, status: Any, *, note: Any, actor: Actor | None = None) -> dict[str, Any]:
-        return await self.call(
+        return await self.api.call(
             "POST", f"/v1/issues/{quote(str(number), safe='')}/status", json={"status": status, "note": note}
         )
 
     async def audit_log(self, *, target: str | None = None, after: Any = None, limit: Any = None) -> dict[str, Any]:
-        return await self.call("GET", "/v1/audit", params={"target": target, "after": after, "limit": limit})
+        return await self.api.call("GET", "/v1/audit", params={"target": target, "after": after, "limit": limit})
 
     async def flagged_pairs(self, *, limit: int = 50) -> dict[str, Any]:
-        return await self.call("GET", "/v1/dedupe/tasks", params={"status": "flagged", "limit": limit})
-
-    def with_agent(self, body: Any, actor: Actor | None) -> Any:
-        return {**body, "agent": self.agent_field(body.get("agent"), actor)} if isinstance(body, dict) else body
+        return await self.api.call("GET", "/v1/dedupe/tasks", params={"status": "flagged", "limit": limit})
 
 
-def node_path(node_id: str) -> str:
-    """The node's route; the id is checked here so it can never steer the URL elsewhere."""
-    return f"/v1/nodes/{require_node_id(node_id)}"
+class RemoteMesh:
+    """A knowmesh HTTP API at `base_url`, called like a local `Mesh` (see `RemoteApi` for `token`,
+    basic auth in the URL, and the limits on each answer)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float | None = None,
+        client: httpx2.AsyncClient | None = None,
+        token: str | None = None,
+        deadline: float | None = None,
+        byte_limit: int | None = None,
+    ):
+        self.api = RemoteApi(
+            base_url, timeout=timeout, client=client, token=token, deadline=deadline, byte_limit=byte_limit
+        )
+        self.base_url = self.api.base_url
+        self.nodes = RemoteNodes(self.api)
+        self.creation = RemoteCreation(self.api)
+        self.articles = RemoteArticles(self.api)
+        self.searching = RemoteSearching(self.api)
+        self.feed = RemoteFeed(self.api)
+        self.outcomes = RemoteOutcomes(self.api)
+        self.failures = RemoteFailures(self.api)
+        self.review = RemoteReview(self.api)
+        self.maintenance = RemoteMaintenance(self.api)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def local_agent_id(self) -> str:
+        return await self.api.local_agent_id()
+
+    async def local_actor(self, agent: Any) -> Actor | None:
+        return await self.api.local_actor(agent)

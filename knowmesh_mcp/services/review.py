@@ -49,9 +49,10 @@ class Finding:
 
 
 class ReviewQueue:
-    """Mixed into Service: what needs attention, highest priority first (protocol section 8)."""
+    """what needs attention, highest priority first (protocol section 8)."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def review_queue(self, *, limit: Any = None, offset: Any = None, reason: Any = None) -> dict[str, Any]:
         """GET /v1/review: one page of the queue, with how many items it holds in all.

@@ -1,6 +1,6 @@
 """Search (`GET /v1/search`): a raw error or a description in, the nodes for it out, best first,
 each with its one answer for the caller's environment. Finding and scoring candidates is the
-search layer's (`search.query`, `search.ranking`); this mixin reads their rows, rescores them
+search layer's (`search.query`, `search.ranking`); this service reads their rows, rescores them
 for the environment, orders them by the asked ecosystem, and adds the guidance to publish the
 problem when nothing answers it well.
 """
@@ -41,9 +41,10 @@ ECOSYSTEM_HINTS = (
 
 
 class Searching:
-    """Mixed into Service: search and the ranked candidates behind it."""
+    """search and the ranked candidates behind it."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def search(
         self,

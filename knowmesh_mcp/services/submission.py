@@ -1,7 +1,7 @@
 """The hourly write limit of the spec, and the keyed hash of a client's address it counts by.
 
 A `Submission` says whom a write counts against; its `charge` counts it inside the write's own
-transaction. `ClientAddresses` (mixed into `Service`) hashes an address with this mesh's secret
+transaction. `ClientAddresses` (`Mesh.addresses`) hashes an address with this mesh's secret
 (`addresses`), so neither the limit's counts nor the stored rows ever hold an address.
 """
 
@@ -58,10 +58,11 @@ def _hour() -> str:
 
 
 class ClientAddresses:
-    """Mixed into Service: the keyed hash a client's address is known by."""
+    """the keyed hash a client's address is known by."""
 
-    store: Store
-    _ip_secret: str | None = None  # read once: it never changes
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ip_secret: str | None = None  # read once: it never changes
 
     async def ip_hash(self, address: str | None) -> str | None:
         """A keyed hash of a client address (see `addresses`); never the address."""

@@ -34,7 +34,8 @@ from knowmesh_mcp.services.sync_writes import NodePlan, PageIndex, SyncReport, s
 from knowmesh_mcp.store import Store
 
 if TYPE_CHECKING:
-    from knowmesh_mcp.services.remote import ByteBudget, RemoteMesh
+    from knowmesh_mcp.services.remote import RemoteMesh
+    from knowmesh_mcp.services.remote_api import ByteBudget
 
 PAGE_SIZE = 100
 FETCHES_AT_ONCE = 8
@@ -82,9 +83,10 @@ class SyncClock:
 
 
 class Syncing:
-    """Mixed into Service: `sync_from`, a pull from a remote mesh."""
+    """`sync_from`, a pull from a remote mesh."""
 
-    store: Store
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     async def sync_from(
         self,
@@ -98,7 +100,8 @@ class Syncing:
         """Pull every change since this remote's saved cursor; the cursor is saved after each page.
         `token` (else KNOWMESH_TOKEN) is sent as the bearer, for a team's mesh that wants one; the
         user and password of `url` as basic auth. The remote is stored and reported without them."""
-        from knowmesh_mcp.services.remote import ByteBudget, RemoteMesh, public_url
+        from knowmesh_mcp.services.remote import RemoteMesh
+        from knowmesh_mcp.services.remote_api import ByteBudget, public_url
 
         base_url = public_url(url)
         owned = remote is None
@@ -112,7 +115,9 @@ class Syncing:
             while True:
                 budget = ByteBudget(PAGE_BYTE_LIMIT, f"a page of {base_url}/v1/changes")
                 page = feed_page(
-                    await clock.wait(mesh.changes(since=cursor, limit=page_size, budget=budget)), base_url, page_size
+                    await clock.wait(mesh.feed.changes(since=cursor, limit=page_size, budget=budget)),
+                    base_url,
+                    page_size,
                 )
                 if (page.entries or page.has_more) and page.next_cursor in sent:
                     raise remote_error(
@@ -196,7 +201,9 @@ class Syncing:
                 return (
                     plan.node_id,
                     "history",
-                    await mesh.article_history(plan.node_id, after=plan.base or 0, include="documents", budget=budget),
+                    await mesh.articles.article_history(
+                        plan.node_id, after=plan.base or 0, include="documents", budget=budget
+                    ),
                 )
 
         async def feedback(plan: NodePlan) -> tuple[str, str, Any]:
@@ -224,7 +231,7 @@ class Syncing:
         the page's byte budget bounds how many there are."""
         rows: list[dict[str, Any]] = []
         while True:
-            page = await mesh.list_feedback(node_id, after=after, budget=budget)
+            page = await mesh.outcomes.list_feedback(node_id, after=after, budget=budget)
             items, next_after, has_more = page.get("feedback"), page.get("next_after"), page.get("has_more", False)
             if not (isinstance(items, list) and is_count(next_after) and isinstance(has_more, bool)):
                 raise remote_error(f"{mesh.base_url} did not answer with the feedback of {node_id}")

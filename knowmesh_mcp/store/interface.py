@@ -43,7 +43,7 @@ from knowmesh_mcp.store.tables import COPIED_TABLES as COPIED_TABLES
 from knowmesh_mcp.store.tables import CopiedTable as CopiedTable
 
 # The meta key of a mesh's starter corpus: "pending" from the transaction that creates the mesh
-# (its first migration) until a `Service` has loaded the corpus ("loaded") or was told not to
+# (its first migration) until a `Mesh` has loaded the corpus ("loaded") or was told not to
 # ("declined"). Every process that opens a pending mesh loads it before it serves a search.
 STARTER_CORPUS = "starter_corpus"
 

@@ -1,4 +1,4 @@
-"""Pages for people: the routes. Each handler calls `Service` and hands the result to a renderer.
+"""Pages for people: the routes. Each handler calls `Mesh` and hands the result to a renderer.
 
 | path | page |
 | --- | --- |
@@ -13,7 +13,7 @@
 | `/sitemap.xml`, `/robots.txt` | for search engines: answered nodes only |
 
 The routes are a table (`PAGES`) of module-level handlers, each `handler(service, request)`: a
-few lines that call `Service`, hand the result to the data preparation of its concept
+few lines that call `Mesh`, hand the result to the data preparation of its concept
 (`browse_pages`, `node_pages`, `queue_pages`, `doc_pages`) and render that with its template
 under `templates/` (`page_shell.page`: Jinja2, autoescape on). `page_routes(current)` binds the
 table to the app's service getter with `functools.partial`: no handler is a closure. A bad
@@ -36,7 +36,7 @@ from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.evidence_words import AnswerEvidence, answers_evidence
 from knowmesh_mcp.core.limits import to_int
 from knowmesh_mcp.services.issues import issue_markdown, issues_markdown
-from knowmesh_mcp.services.service import Service
+from knowmesh_mcp.services.mesh import Mesh
 from knowmesh_mcp.web import browse_pages, doc_pages, node_pages, queue_pages
 from knowmesh_mcp.web.doc_pages import DOCS, render_markdown, safe_link
 from knowmesh_mcp.web.shell import NODE_HEADERS, PAGE_HEADERS, absolute, ecosystem_href, error_page, node_href, page
@@ -54,49 +54,49 @@ HOME_OPEN_PROBLEMS = 10
 TRUST_HEADERS = {"X-Knowmesh-Content-Trust": "untrusted-data"}
 MARKDOWN = "text/markdown; charset=utf-8"
 
-Current = Callable[[], Service]
-Handler = Callable[[Service, Request], Awaitable[Response]]
+Current = Callable[[], Mesh]
+Handler = Callable[[Mesh, Request], Awaitable[Response]]
 
 
 def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-async def all_nodes(service: Service) -> list[dict[str, Any]]:
+async def all_nodes(service: Mesh) -> list[dict[str, Any]]:
     """Every published (non-deprecated) node, walking the list's cursor to the end (small meshes)."""
     nodes: list[dict[str, Any]] = []
     cursor = None
     while True:
-        listed = await service.list_nodes(fields="title,ecosystem,has_answer", limit=LIST_PAGE, cursor=cursor)
+        listed = await service.nodes.list_nodes(fields="title,ecosystem,has_answer", limit=LIST_PAGE, cursor=cursor)
         nodes += listed["nodes"]
         cursor = listed["next_cursor"]
         if not cursor:
             return nodes
 
 
-async def node_states(service: Service) -> dict[str, str]:
+async def node_states(service: Mesh) -> dict[str, str]:
     """{id: answer state} of every node, from the change feed (one row per node; small meshes)."""
     states: dict[str, str] = {}
     since = None
     while True:
-        page_ = await service.changes(since=since, limit=CHANGES_PAGE)
+        page_ = await service.feed.changes(since=since, limit=CHANGES_PAGE)
         states.update((entry["id"], entry["answer_state"]) for entry in page_["changes"])
         if not page_["has_more"]:
             return states
         since = page_["next_cursor"]
 
 
-async def small_mesh_states(service: Service, counts: list[dict[str, Any]]) -> dict[str, str] | None:
+async def small_mesh_states(service: Mesh, counts: list[dict[str, Any]]) -> dict[str, str] | None:
     """Answer states for the badges of a list, when the mesh is small enough to read them all."""
     return await node_states(service) if sum(c["nodes"] for c in counts) <= INLINE_LIMIT else None
 
 
-async def evidence_of(service: Service, view: dict[str, Any]) -> dict[str, AnswerEvidence] | None:
+async def evidence_of(service: Mesh, view: dict[str, Any]) -> dict[str, AnswerEvidence] | None:
     """Each answer's evidence in words, from the node's outcome reports (None past FEEDBACK_PAGES)."""
     reports: list[dict[str, Any]] = []
     after = 0
     for _ in range(FEEDBACK_PAGES):
-        listed = await service.list_feedback(view["id"], after=after)
+        listed = await service.outcomes.list_feedback(view["id"], after=after)
         reports += listed["feedback"]
         if not listed["has_more"]:
             revisions = {s["id"]: s.get("revision", 1) for s in view["content"].get("solutions", [])}
@@ -116,10 +116,10 @@ def revision_param(request: Request, name: str, newest: int) -> int | None:
 # -- the handlers: each `handler(service, request)` ---------------------------------------------
 
 
-async def home(service: Service, request: Request) -> Response:
-    counts = await service.ecosystem_counts()
-    unsolved = await service.review_queue(reason="unsolved", limit=HOME_OPEN_PROBLEMS)
-    issues = len(await service.list_issues())
+async def home(service: Mesh, request: Request) -> Response:
+    counts = await service.nodes.ecosystem_counts()
+    unsolved = await service.review.review_queue(reason="unsolved", limit=HOME_OPEN_PROBLEMS)
+    issues = len(await service.issues.list_issues())
     return page(
         "home.html",
         title="A shared knowledge base of failure patterns",
@@ -131,9 +131,9 @@ async def home(service: Service, request: Request) -> Response:
     )
 
 
-async def search_results(service: Service, request: Request, q: str, env: str) -> Response:
+async def search_results(service: Mesh, request: Request, q: str, env: str) -> Response:
     try:
-        envelope = await service.search(q, env=env or None, limit=SEARCH_LIMIT)
+        envelope = await service.searching.search(q, env=env or None, limit=SEARCH_LIMIT)
     except KnowmeshError as error:
         return page(
             "search.html",
@@ -155,7 +155,7 @@ async def search_results(service: Service, request: Request, q: str, env: str) -
     )
 
 
-async def nodes_index(service: Service, request: Request) -> Response:
+async def nodes_index(service: Mesh, request: Request) -> Response:
     """/nodes: every node by ecosystem, or with `?q=` search results."""
     params = request.query_params
     q = params.get("q", "")
@@ -164,7 +164,7 @@ async def nodes_index(service: Service, request: Request) -> Response:
     ecosystem = params.get("ecosystem", "").strip()
     if ecosystem:  # the older address of an ecosystem's list: the same page (its canonical is /nodes/{ecosystem})
         return await ecosystem_list(service, request, ecosystem)
-    counts = await service.ecosystem_counts()
+    counts = await service.nodes.ecosystem_counts()
     small = sum(c["nodes"] for c in counts) <= INLINE_LIMIT
     nodes, states = (await all_nodes(service), await node_states(service)) if small else (None, {})
     return page(
@@ -177,13 +177,13 @@ async def nodes_index(service: Service, request: Request) -> Response:
     )
 
 
-async def ecosystem_list(service: Service, request: Request, ecosystem: str) -> Response:
+async def ecosystem_list(service: Mesh, request: Request, ecosystem: str) -> Response:
     cursor = request.query_params.get("cursor") or None
-    listed = await service.list_nodes(
+    listed = await service.nodes.list_nodes(
         ecosystem=ecosystem, fields="title,ecosystem,has_answer", limit=ECOSYSTEM_PAGE, cursor=cursor
     )
     name = listed["ecosystem"]
-    counts = await service.ecosystem_counts()
+    counts = await service.nodes.ecosystem_counts()
     count = next((c for c in counts if c["ecosystem"] == name), None)
     if count is None and not listed["nodes"]:
         return error_page(
@@ -204,7 +204,7 @@ async def ecosystem_list(service: Service, request: Request, ecosystem: str) -> 
     )
 
 
-async def ecosystem_page(service: Service, request: Request) -> Response:
+async def ecosystem_page(service: Mesh, request: Request) -> Response:
     """/nodes/{ecosystem}."""
     return await ecosystem_list(service, request, request.path_params["ecosystem"])
 
@@ -213,11 +213,13 @@ def node_id_of(request: Request) -> str:
     return f"{request.path_params['ecosystem']}/{request.path_params['slug']}"
 
 
-async def node_page(service: Service, request: Request) -> Response:
+async def node_page(service: Mesh, request: Request) -> Response:
     """/nodes/{ecosystem}/{slug}: the article, its answers with their evidence, its history."""
     node_id = node_id_of(request)
     try:
-        result = await service.read_node(node_id, service.read_request(include="archived_failures,alternatives"))
+        result = await service.nodes.read_node(
+            node_id, service.nodes.read_request(include="archived_failures,alternatives")
+        )
     except KnowmeshError as error:
         if error.status in (400, 404):
             return error_page(
@@ -225,8 +227,8 @@ async def node_page(service: Service, request: Request) -> Response:
             )
         raise
     view = result.body
-    history = await service.article_history(node_id)
-    shared = (await service.list_failures(node_id))["failures"]
+    history = await service.articles.article_history(node_id)
+    shared = (await service.failures.list_failures(node_id))["failures"]
     evidence = await evidence_of(service, view) or {}
     indexable = view["has_answer"] and view["status"] != "deprecated"
     headers = {
@@ -245,20 +247,20 @@ async def node_page(service: Service, request: Request) -> Response:
     )
 
 
-async def node_view(service: Service, node_id: str) -> dict[str, Any]:
+async def node_view(service: Mesh, node_id: str) -> dict[str, Any]:
     """The node a history or diff page is about (404 page when there is none)."""
     try:
-        return (await service.read_node(node_id, service.read_request())).body
+        return (await service.nodes.read_node(node_id, service.nodes.read_request())).body
     except KnowmeshError as error:
         if error.status == 400:
             raise KnowmeshError(404, "node_not_found", f"There is no node {node_id!r}.") from None
         raise
 
 
-async def history_page(service: Service, request: Request) -> Response:
+async def history_page(service: Mesh, request: Request) -> Response:
     """/nodes/{ecosystem}/{slug}/history."""
     view = await node_view(service, node_id_of(request))
-    history = await service.article_history(view["id"])
+    history = await service.articles.article_history(view["id"])
     return page(
         "history.html",
         title=f"History of {view['title']}",
@@ -270,7 +272,7 @@ async def history_page(service: Service, request: Request) -> Response:
     )
 
 
-async def diff_page(service: Service, request: Request) -> Response:
+async def diff_page(service: Mesh, request: Request) -> Response:
     """/nodes/{ecosystem}/{slug}/diff?from=&to= (by default the last edit)."""
     view = await node_view(service, node_id_of(request))
     newest = view["revision"]
@@ -278,7 +280,7 @@ async def diff_page(service: Service, request: Request) -> Response:
     last = newest if last is None else last
     first = revision_param(request, "from", newest)
     first = max(1, last - 1) if first is None else first
-    diff = await service.article_history(view["id"], from_revision=first, to_revision=last)
+    diff = await service.articles.article_history(view["id"], from_revision=first, to_revision=last)
     return page(
         "diff.html",
         title=f"Revision {first} → {last} of {view['title']}",
@@ -290,7 +292,7 @@ async def diff_page(service: Service, request: Request) -> Response:
     )
 
 
-async def under_nodes(service: Service, request: Request) -> Response:
+async def under_nodes(service: Mesh, request: Request) -> Response:
     """Any other address under /nodes/: with a trailing slash, the page itself; otherwise no such node."""
     rest: str = request.path_params["rest"]
     if not rest.strip("/"):
@@ -301,10 +303,10 @@ async def under_nodes(service: Service, request: Request) -> Response:
     return error_page(404, "Node not found", f"There is no node {rest!r}.", headers=NODE_HEADERS, search=True)
 
 
-async def review_page(service: Service, request: Request) -> Response:
+async def review_page(service: Mesh, request: Request) -> Response:
     params = request.query_params
     limit = params.get("limit")
-    queue = await service.review_queue(
+    queue = await service.review.review_queue(
         limit=None if not limit else to_int(limit, "limit", lowest=1, highest=200),
         offset=params.get("offset") or None,
         reason=params.get("reason") or None,
@@ -323,8 +325,8 @@ async def review_page(service: Service, request: Request) -> Response:
     )
 
 
-async def issues_index(service: Service, request: Request) -> Response:
-    issues = await service.list_issues()
+async def issues_index(service: Mesh, request: Request) -> Response:
+    issues = await service.issues.list_issues()
     if not wants_html(request):
         return PlainTextResponse(issues_markdown(issues), media_type=MARKDOWN, headers=TRUST_HEADERS)
     return page(
@@ -337,9 +339,9 @@ async def issues_index(service: Service, request: Request) -> Response:
     )
 
 
-async def issue_page(service: Service, request: Request) -> Response:
+async def issue_page(service: Mesh, request: Request) -> Response:
     try:
-        issue = await service.get_issue(request.path_params["number"])
+        issue = await service.issues.get_issue(request.path_params["number"])
     except KnowmeshError as error:
         if not wants_html(request) or error.status != 404:
             raise
@@ -357,10 +359,10 @@ async def issue_page(service: Service, request: Request) -> Response:
     )
 
 
-async def sitemap(service: Service, request: Request) -> Response:
+async def sitemap(service: Mesh, request: Request) -> Response:
     """The fixed pages and every answered node; past SITEMAP_LIMIT URLs, an index of files
     (`?page=N`), each read from the store alone."""
-    counts = await service.ecosystem_counts()
+    counts = await service.nodes.ecosystem_counts()
     fixed = [
         "/",
         "/nodes",
@@ -375,17 +377,17 @@ async def sitemap(service: Service, request: Request) -> Response:
     else:
         number = 1 if asked is None else to_int(asked, "page", lowest=1, highest=files, what="a sitemap file number")
         pages, offset, limit = browse_pages.sitemap_slice(number, len(fixed))
-        nodes = await service.answered_nodes(offset=offset, limit=limit) if limit else []
+        nodes = await service.nodes.answered_nodes(offset=offset, limit=limit) if limit else []
         xml = browse_pages.sitemap_xml(absolute(request, ""), fixed[pages], nodes)
     return Response(xml, media_type="application/xml", headers={"X-Content-Type-Options": "nosniff"})
 
 
-async def robots(service: Service, request: Request) -> Response:
+async def robots(service: Mesh, request: Request) -> Response:
     text = f"User-agent: *\nDisallow: /mcp\nSitemap: {absolute(request, '/sitemap.xml')}\n"
     return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff"})
 
 
-async def docs_index(service: Service, request: Request) -> Response:
+async def docs_index(service: Mesh, request: Request) -> Response:
     return page(
         "docs_index.html",
         title="Documentation",
@@ -395,7 +397,7 @@ async def docs_index(service: Service, request: Request) -> Response:
     )
 
 
-async def doc_page(service: Service, request: Request) -> Response:
+async def doc_page(service: Mesh, request: Request) -> Response:
     name = request.path_params["name"]
     markdown = doc_pages.load_doc(name)
     if markdown is None:
@@ -409,7 +411,7 @@ async def doc_page(service: Service, request: Request) -> Response:
     )
 
 
-async def doc_markdown(service: Service, request: Request) -> Response:
+async def doc_markdown(service: Mesh, request: Request) -> Response:
     requested = request.path_params["name"]
     name = requested.removesuffix(".md")
     markdown = doc_pages.load_doc(name) if requested.endswith(".md") else None

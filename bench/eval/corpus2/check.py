@@ -65,12 +65,12 @@ async def not_importable(documents: list[tuple[str, dict[str, Any]]]) -> list[st
     """Nodes a mesh would not take beside the others (an empty mesh, a dry-run import): a node whose
     normalized error and quoted values equal another's is the same problem to the product (409
     duplicate_node), so siblings must differ in their error line, not only in their article."""
-    from knowmesh_mcp.services.service import Service
+    from knowmesh_mcp.services.mesh import Mesh
 
     with tempfile.TemporaryDirectory(prefix="corpus2-check-") as folder:
-        service = await Service.open(Path(folder) / "check.db", seed=False)
+        service = await Mesh.open(Path(folder) / "check.db", seed=False)
         try:
-            report = await service.import_documents(documents, dry_run=True)
+            report = await service.documents.import_documents(documents, dry_run=True)
         finally:
             await service.close()
     return [f"{item.get('source')}: not importable: {item.get('reason')}" for item in report.skipped + report.invalid]

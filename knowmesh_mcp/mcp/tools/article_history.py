@@ -14,4 +14,6 @@ ANNOTATIONS, ARGUMENTS, RESULT = READ, wire.HistoryArgs, ArticleHistory
 
 
 async def call(args: wire.HistoryArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
-    return await calls.mesh().article_history(args.id, from_revision=args.from_revision, to_revision=args.to_revision)
+    return await calls.mesh().articles.article_history(
+        args.id, from_revision=args.from_revision, to_revision=args.to_revision
+    )

@@ -11,12 +11,19 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.services.mesh import Mesh
+from knowmesh_mcp.services.remote import RemoteMesh
 from knowmesh_mcp.services.submission import UNCOUNTED, Submission
 
 # Only the hints that differ from the protocol's defaults (not read-only, destructive, not idempotent, open world):
 # every byte of tools/list is read into each session's context.
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 APPEND = ToolAnnotations(destructive_hint=False)
+
+ToolMesh = Mesh | RemoteMesh
+"""What a tool calls: a local `Mesh`, or a `RemoteMesh` answering through HTTP (mypy checks that each
+call a tool makes exists on both, with the same arguments)."""
+MeshGetter = Callable[[], ToolMesh]
 
 Submit = Callable[[Submission], Awaitable[dict[str, Any]]]
 SubmissionGuard = Callable[[Actor, Any, Submit], Awaitable[dict[str, Any]]]
@@ -31,12 +38,12 @@ class Calls:
     and `guard` the write limit, as on `/v1`; over stdio (`local_agent`) the mesh's own agent acts
     unless the call names one; in-process the claimed id stands."""
 
-    get_mesh: Callable[[], Any]
+    get_mesh: MeshGetter
     identify: Identify | None = None
     guard: SubmissionGuard | None = None  # given with `identify`, which names the actor it counts
     local_agent: bool = False
 
-    def mesh(self) -> Any:
+    def mesh(self) -> ToolMesh:
         return self.get_mesh()
 
     async def actor_for(self, agent: dict[str, Any] | None, ctx: Any) -> Actor | None:

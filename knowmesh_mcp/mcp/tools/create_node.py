@@ -27,5 +27,7 @@ async def call(args: wire.CreateArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
         "content": args.content,
     }
     return await calls.submitted(
-        actor, ctx, lambda counted: calls.mesh().create_node(document, agent=agent, actor=actor, submission=counted)
+        actor,
+        ctx,
+        lambda counted: calls.mesh().creation.create_node(document, agent=agent, actor=actor, submission=counted),
     )

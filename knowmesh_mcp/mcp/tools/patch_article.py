@@ -19,7 +19,7 @@ ANNOTATIONS, ARGUMENTS, RESULT = APPEND, wire.PatchArgs, PublishedEdit
 
 async def call(args: wire.PatchArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
     agent = plain(args.agent)
-    return await calls.mesh().patch_article(
+    return await calls.mesh().articles.patch_article(
         args.id,
         base_revision=args.base_revision,
         ops=[plain(op) for op in args.ops],

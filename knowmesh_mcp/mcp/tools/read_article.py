@@ -18,7 +18,7 @@ ANNOTATIONS, ARGUMENTS, RESULT = READ, wire.ReadArgs, ArticleView
 
 
 async def call(args: wire.ReadArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
-    body = await calls.mesh().read_view(
+    body = await calls.mesh().nodes.read_view(
         args.id, env=wire.env_text(args.env), solution=args.solution, fields=args.fields, include=args.include
     )
     return fit_to_budget(body, args.max_bytes)

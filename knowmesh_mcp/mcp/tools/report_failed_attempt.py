@@ -30,6 +30,8 @@ async def call(args: wire.FailedAttemptArgs, calls: Calls, ctx: Any) -> dict[str
         await calls.submitted(
             actor,
             ctx,
-            lambda counted: calls.mesh().report_failed_attempt(args.id, attempt, submission=counted, actor=actor),
+            lambda counted: calls.mesh().failures.report_failed_attempt(
+                args.id, attempt, submission=counted, actor=actor
+            ),
         )
     )

@@ -34,6 +34,6 @@ async def call(args: wire.OutcomeReport, calls: Calls, ctx: Any) -> dict[str, An
         report["revision"] = args.revision
     return without_notes(
         await calls.submitted(
-            actor, ctx, lambda counted: calls.mesh().report_outcome(report, submission=counted, actor=actor)
+            actor, ctx, lambda counted: calls.mesh().outcomes.report_outcome(report, submission=counted, actor=actor)
         )
     )

@@ -19,5 +19,5 @@ ANNOTATIONS, ARGUMENTS, RESULT = READ, wire.ReviewArgs, ReviewQueue
 
 async def call(args: wire.ReviewArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
     reason = {"reason": args.reason} if args.reason else {}  # a remote mesh older than `reason` is asked without it
-    queue = await calls.mesh().review_queue(limit=args.limit, offset=args.offset, **reason)
+    queue = await calls.mesh().review.review_queue(limit=args.limit, offset=args.offset, **reason)
     return fit_review_to_budget(queue, args.max_bytes)

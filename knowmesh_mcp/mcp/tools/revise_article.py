@@ -18,7 +18,7 @@ ANNOTATIONS, ARGUMENTS, RESULT = APPEND, wire.ReviseArgs, PublishedEdit
 
 async def call(args: wire.ReviseArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
     agent = plain(args.agent)
-    return await calls.mesh().revise_article(
+    return await calls.mesh().articles.revise_article(
         args.id,
         base_revision=args.base_revision,
         article=args.article,

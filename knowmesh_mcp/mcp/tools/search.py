@@ -19,7 +19,7 @@ ANNOTATIONS, ARGUMENTS, RESULT = READ, wire.SearchArgs, SearchEnvelope
 
 
 async def call(args: wire.SearchArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
-    envelope = await calls.mesh().search(
+    envelope = await calls.mesh().searching.search(
         args.q, env=wire.env_text(args.env), ecosystem=args.ecosystem, limit=args.limit
     )
     return fit_search_to_budget(envelope, args.max_bytes)

@@ -18,7 +18,7 @@ ANNOTATIONS, ARGUMENTS, RESULT = APPEND, wire.UndoArgs, PublishedEdit
 
 async def call(args: wire.UndoArgs, calls: Calls, ctx: Any) -> dict[str, Any]:
     agent = plain(args.agent)
-    return await calls.mesh().undo_edit(
+    return await calls.mesh().articles.undo_edit(
         args.revision_id,
         undo_token=args.undo_token,
         agent=agent,

@@ -1,13 +1,14 @@
-"""The service facade: the one place every interface calls.
+"""The mesh: the one object every interface calls.
 
-An MCP tool, an HTTP route and a CLI command that do the same thing call the same method
-here, so they cannot disagree. Methods take plain values, return JSON-ready dicts, and
-raise `KnowmeshError` with the spec's status and code.
+An MCP tool, an HTTP route and a CLI command that do the same thing call the same method of
+the same concern here, so they cannot disagree. Methods take plain values, return JSON-ready
+dicts, and raise `KnowmeshError` with the spec's status and code.
 
-`Service` is composed of one mixin per concern, each in its own module (creating, node_reads,
-editing, searching, change_feed, import_export, outcomes, failed_attempts, review, dedupe,
-issues, submission, syncing, access, maintaining, health); this module opens a mesh: migrating
-it, rebuilding a search index an older analyser built, loading the starter corpus.
+`Mesh` is composed of one service per concern, each in its own module and given the store (and
+any other service it reads through) in its constructor: nodes, creation, articles, searching,
+feed, documents, outcomes, failures, review, dedupe, issues, addresses, sync, tokens,
+maintenance, health. This module opens a mesh: migrating it, rebuilding a search index an
+older analyser built, loading the starter corpus.
 """
 
 from __future__ import annotations
@@ -50,51 +51,53 @@ def llms_txt() -> str:
     raise FileNotFoundError("llms.txt is missing from the installation")
 
 
-class Service(
-    Creating,
-    ArticleEditing,  # reads through NodeReads: listed before it
-    NodeReads,
-    Searching,
-    ChangeFeed,
-    ImportExport,
-    OutcomeReporting,
-    FailedAttempts,
-    ReviewQueue,
-    Dedupe,
-    ServiceIssues,
-    ClientAddresses,
-    Syncing,
-    AgentTokens,
-    Maintaining,
-    Health,
-):
-    """Knowmesh over one store."""
+class Mesh:
+    """Knowmesh over one store: one small service per concern, each given what it uses.
+
+    Adapters reach a concern by name (`mesh.searching.search(...)`, `mesh.articles.patch_article(...)`);
+    a `remote.RemoteMesh` has the same attributes for the calls it can make over HTTP."""
 
     def __init__(self, store: Store):
         self.store = store
+        self.nodes = NodeReads(store)
+        self.creation = Creating(store)
+        self.articles = ArticleEditing(store, self.nodes)
+        self.searching = Searching(store)
+        self.feed = ChangeFeed(store)
+        self.documents = ImportExport(store)
+        self.outcomes = OutcomeReporting(store)
+        self.failures = FailedAttempts(store)
+        self.review = ReviewQueue(store)
+        self.dedupe = Dedupe(store)
+        self.issues = ServiceIssues(store)
+        self.addresses = ClientAddresses(store)
+        self.sync = Syncing(store)
+        self.tokens = AgentTokens(store)
+        self.maintenance = Maintaining(store)
+        self.health = Health(store)
 
     @classmethod
     async def open(
         cls, db_path: str | Path, *, seed: bool | None = True, progress: Callable[[int, int], None] | None = None
-    ) -> Service:
+    ) -> Mesh:
         """Open (creating and migrating if needed) a database; a new one gets the starter corpus
         (`seed` False: never, the mesh stays empty; None: not now, it stays pending).
 
         `progress(done, total)` follows a rebuild of the search index, which an upgrade of the
         search code starts here (minutes on a big mesh)."""
         store = await open_store(db_path)
-        service = cls(store)
+        mesh = cls(store)
         try:
             if store.read_only:  # a file this process may only read: serve it as it is
-                await service._refuse_a_stale_read_only_index()
-                return service
-            await service._reindex_if_analysis_changed(progress)
+                await mesh._refuse_a_stale_read_only_index()
+                return mesh
+            await mesh._reindex_if_analysis_changed(progress)
             if seed is not None:
-                await service._load_starter_corpus_if_pending(seed)
+                await mesh._load_starter_corpus_if_pending(seed)
         except BaseException:
             await store.close()
             raise
-        return service
+        return mesh
 
     async def close(self) -> None:
         await self.store.close()
@@ -108,7 +111,7 @@ class Service(
         if await self.store.get_meta(STARTER_CORPUS) != "pending":
             return
         if wanted:
-            await self.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
+            await self.documents.import_documents(load_documents([store_dir() / "starter"]), summary="Starter corpus")
         async with self.store.write() as tx:
             await tx.set_meta(STARTER_CORPUS, "loaded" if wanted else "declined")
 
