@@ -364,3 +364,10 @@ class CurrentDocument(NamedTuple):
     document: dict[str, Any]
     status: str
     version: str
+
+
+class UndoToken(NamedTuple):
+    """A revision's undo token as an undo checks it (`Writer.undo_token`)."""
+
+    token_hash: str
+    used_at: str | None  # when it was spent, or None while it still works

@@ -21,6 +21,7 @@ from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
 from knowmesh_mcp.core.evidence import node_stats
 from knowmesh_mcp.core.identity import Actor, agent_object
 from knowmesh_mcp.core.limits import MAX_INT, to_int
+from knowmesh_mcp.core.rows import NodeForEdit
 from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.services.failed_attempts import archive_answered_failures
 from knowmesh_mcp.services.maintaining import follow_redirect, refuse_merged
@@ -119,9 +120,11 @@ class ArticleEditing:
                 "ops", "ops must be a non-empty list of {op, path, value} operations", code="invalid_op"
             )
         async with self.store.write() as tx:
-            current_revision, current, status = await self._editable(tx, node_id, base)
-            edited = apply_ops(current, ops)
-            return await publish_edit(tx, node_id, current, edited, status, current_revision, author, text, "edit")
+            node = await self._editable(tx, node_id, base)
+            edited = apply_ops(node.document, ops)
+            return await publish_edit(
+                tx, node_id, node.document, edited, node.status, node.revision, author, text, "edit"
+            )
 
     async def revise_article(
         self, node_id: str, *, base_revision: Any, article: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -134,7 +137,8 @@ class ArticleEditing:
                 400, "invalid_node", "article must be the complete node document (a JSON object)", field="/"
             )
         async with self.store.write() as tx:
-            current_revision, current, status = await self._editable(tx, node_id, base)
+            node = await self._editable(tx, node_id, base)
+            current = node.document
             for field_name in ("id", "ecosystem", "license"):
                 if field_name in article and article[field_name] != current[field_name]:
                     raise KnowmeshError(
@@ -142,7 +146,7 @@ class ArticleEditing:
                     )
             edited = {key: value for key, value in article.items() if key not in {"status", "version"}}
             edited = {**edited, "id": current["id"], "ecosystem": current["ecosystem"], "license": current["license"]}
-            return await publish_edit(tx, node_id, current, edited, status, current_revision, author, text, "edit")
+            return await publish_edit(tx, node_id, current, edited, node.status, node.revision, author, text, "edit")
 
     async def undo_edit(
         self, revision_id: Any, *, undo_token: Any, agent: Any, summary: Any, actor: Actor | None = None
@@ -162,28 +166,28 @@ class ArticleEditing:
                 raise not_found("revision", revision_id)
             if stored is None:
                 raise KnowmeshError(403, "undo_not_allowed", "this revision has no undo token (a creation or import)")
-            if not hmac.compare_digest(token_hash(undo_token), stored[0]):
+            if not hmac.compare_digest(token_hash(undo_token), stored.token_hash):
                 raise KnowmeshError(403, "invalid_undo_token", "the undo token does not belong to this revision")
-            if stored[1] is not None:
+            if stored.used_at is not None:
                 raise KnowmeshError(403, "undo_token_used", "this undo token was already used; undo tokens work once")
-            current_revision, current, status = await self._editable(tx, target.node_id, None)
-            reverted, conflicts = revert_changes(current, target.changes)
+            node = await self._editable(tx, target.node_id, None)
+            reverted, conflicts = revert_changes(node.document, target.changes)
             if conflicts:
                 raise KnowmeshError(
                     409,
                     "undo_conflict",
                     "later edits changed fields this undo would overwrite; edit them instead",
                     fields=conflicts,
-                    current_revision=current_revision,
+                    current_revision=node.revision,
                 )
             await tx.spend_undo_token(revision_id)
             return await publish_edit(
                 tx,
                 target.node_id,
-                current,
+                node.document,
                 reverted,
-                status,
-                current_revision,
+                node.status,
+                node.revision,
                 author,
                 text,
                 "undo",
@@ -244,12 +248,14 @@ class ArticleEditing:
             "trust": "untrusted-data",
         }
 
-    async def _editable(self, tx: Writer, node_id: str, base: int | None) -> tuple[int, dict[str, Any], str]:
+    async def _editable(self, tx: Writer, node_id: str, base: int | None) -> NodeForEdit:
+        """The node an edit changes (its revision, document and status), refused when merged away or
+        when `base` is not its current revision."""
         state = await tx.node_for_edit(node_id)
         if state is None:
             raise not_found("node", node_id)
-        current_revision, current, status = state
-        if status == "deprecated":
+        current_revision = state.revision
+        if state.status == "deprecated":
             await refuse_merged(tx, node_id)
         if base is not None and base != current_revision:
             since = await tx.revisions_after(node_id, base) if base < current_revision else []
@@ -260,7 +266,7 @@ class ArticleEditing:
                 current_revision=current_revision,
                 changes_since_base=[revision_entry(r) for r in since],
             )
-        return current_revision, current, status
+        return state
 
 
 def _revision_param(name: str, value: Any, current: int, *, lowest: int = 1) -> int:

@@ -36,6 +36,7 @@ from knowmesh_mcp.core.rows import (
     SyncedHead,
     SyncedRevision,
     TermQuery,
+    UndoToken,
 )
 
 # The tables a copy moves are the copy's part of the interface: re-exported as its names.
@@ -232,8 +233,8 @@ class Writer(Protocol):
 
     async def touch_token(self, token_hash: str, at: str) -> None: ...
 
-    async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
-        """(token hash, used_at) of a revision's undo token."""
+    async def undo_token(self, revision_id: str) -> UndoToken | None:
+        """A revision's undo token: its hash and when it was used."""
         ...
 
     async def versions_of(self, ids: Sequence[str]) -> dict[str, str]:

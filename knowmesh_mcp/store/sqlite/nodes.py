@@ -26,6 +26,7 @@ from knowmesh_mcp.core.rows import (
     RevisionRow,
     SearchRow,
     StatsRow,
+    UndoToken,
 )
 from knowmesh_mcp.store.common import (
     NODE_COLUMNS,
@@ -239,10 +240,10 @@ class NodeWrites:
             known.setdefault(solution_id, {})[digest] = revision
         return known
 
-    async def undo_token(self, revision_id: str) -> tuple[str, str | None] | None:
-        """(token hash, used_at) of a revision's undo token."""
+    async def undo_token(self, revision_id: str) -> UndoToken | None:
+        """A revision's undo token: its hash and when it was used."""
         rows = await self._all("SELECT token_hash, used_at FROM undo_tokens WHERE revision_id = ?", (revision_id,))
-        return (rows[0][0], rows[0][1]) if rows else None
+        return UndoToken(rows[0][0], rows[0][1]) if rows else None
 
     async def spend_undo_token(self, revision_id: str) -> bool:
         """Mark a token used; False when another undo spent it first."""
