@@ -23,6 +23,7 @@ from mcp import Client
 from knowmesh_mcp.api.app import build_app, server_config
 from knowmesh_mcp.mcp.server import build_mcp_server
 from knowmesh_mcp.services.remote import RemoteMesh
+from knowmesh_mcp.services.remote_api import RemoteApi
 from knowmesh_mcp.services.mesh import Mesh
 
 # Speed belongs to bench/, not to tests: no per-example deadline, so a busy machine cannot flake.
@@ -295,8 +296,8 @@ async def http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:
 
 @asynccontextmanager
 async def remote_client(url: str, *, timeout: float | None = None, mode: str = "auto", **options: Any) -> AsyncIterator[Client]:
-    """A real MCP client on a server whose tools answer through `RemoteMesh(url)`."""
-    remote = RemoteMesh(url, timeout=timeout)
+    """A real MCP client on a server whose tools answer through `RemoteMesh(RemoteApi(url))`."""
+    remote = RemoteMesh(RemoteApi(url, timeout=timeout))
     try:
         async with Client(build_mcp_server(lambda: remote, **options), mode=mode) as client:
             yield client

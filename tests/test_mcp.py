@@ -19,6 +19,7 @@ from knowmesh_mcp.api.app import build_app
 from knowmesh_mcp.core.limits import MIN_BUDGET
 from knowmesh_mcp.services.reading import fit_search_to_budget, fit_to_budget
 from knowmesh_mcp.services.remote import RemoteMesh
+from knowmesh_mcp.services.remote_api import RemoteApi
 from knowmesh_mcp.services.mesh import Mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgres")]
@@ -86,7 +87,7 @@ async def test_the_local_agent_is_made_once_per_mesh_unless_knowmesh_agent_id_na
     assert (local.id, local.proof, local.proven) == (made, "local", True)
     named = await service.local_actor({"id": "agent-b"})
     assert (named.id, named.proof) == ("agent-b", "claimed")
-    remote = RemoteMesh("http://127.0.0.1:9")
+    remote = RemoteMesh(RemoteApi("http://127.0.0.1:9"))
     try:
         assert (await remote.local_agent_id()).startswith("local-") and await remote.local_agent_id() != made
     finally:

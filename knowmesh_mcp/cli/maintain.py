@@ -59,8 +59,9 @@ async def run_admin(args: argparse.Namespace) -> int:
     actor: Actor | None
     if args.remote:
         from knowmesh_mcp.services.remote import RemoteMesh
+        from knowmesh_mcp.services.remote_api import RemoteApi
 
-        mesh = RemoteMesh(remote_url(args.remote), token=args.token)
+        mesh = RemoteMesh(RemoteApi(remote_url(args.remote), token=args.token))
         actor = None
     else:
         service = await open_service(args)

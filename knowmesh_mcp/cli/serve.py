@@ -38,8 +38,9 @@ async def serve_stdio(args: argparse.Namespace) -> int:
     mesh: ToolMesh
     if remote:
         from knowmesh_mcp.services.remote import RemoteMesh
+        from knowmesh_mcp.services.remote_api import RemoteApi
 
-        mesh = RemoteMesh(remote_url(remote))  # sends $KNOWMESH_TOKEN when set
+        mesh = RemoteMesh(RemoteApi(remote_url(remote)))  # sends $KNOWMESH_TOKEN when set
     else:
         mesh = await open_service(args)  # before importing mcp: a bad database is refused at once
     try:

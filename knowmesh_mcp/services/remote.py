@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import httpx2
-
 from knowmesh_mcp.core.errors import KnowmeshError
 from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.services.maintaining import following_merge, read_following_merge
@@ -228,23 +226,12 @@ class RemoteMaintenance:
 
 
 class RemoteMesh:
-    """A knowmesh HTTP API at `base_url`, called like a local `Mesh` (see `RemoteApi` for `token`,
-    basic auth in the URL, and the limits on each answer)."""
+    """A knowmesh HTTP API, called like a local `Mesh`: `RemoteMesh(RemoteApi(url, token=...))` (see
+    `RemoteApi` for the token, basic auth in the URL, and the limits on each answer)."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout: float | None = None,
-        client: httpx2.AsyncClient | None = None,
-        token: str | None = None,
-        deadline: float | None = None,
-        byte_limit: int | None = None,
-    ):
-        self.api = RemoteApi(
-            base_url, timeout=timeout, client=client, token=token, deadline=deadline, byte_limit=byte_limit
-        )
-        self.base_url = self.api.base_url
+    def __init__(self, api: RemoteApi) -> None:
+        self.api = api
+        self.base_url = api.base_url
         self.nodes = RemoteNodes(self.api)
         self.creation = RemoteCreation(self.api)
         self.articles = RemoteArticles(self.api)

@@ -101,11 +101,11 @@ class Syncing:
         `token` (else KNOWMESH_TOKEN) is sent as the bearer, for a team's mesh that wants one; the
         user and password of `url` as basic auth. The remote is stored and reported without them."""
         from knowmesh_mcp.services.remote import RemoteMesh
-        from knowmesh_mcp.services.remote_api import ByteBudget, public_url
+        from knowmesh_mcp.services.remote_api import ByteBudget, RemoteApi, public_url
 
         base_url = public_url(url)
         owned = remote is None
-        mesh = remote or RemoteMesh(url, token=token)
+        mesh = remote or RemoteMesh(RemoteApi(url, token=token))
         report = SyncReport(remote=base_url)
         cursor = await self.store.sync_cursor(base_url)
         clock = SyncClock(base_url, SYNC_DEADLINE_SECONDS)
