@@ -31,6 +31,10 @@ DEFAULT_REVIEW_LIMIT = 50
 MIN_BUDGET = 1024  # the smallest max_bytes of a bounded MCP result
 MAX_BUDGET = 1_000_000
 DEFAULT_BUDGET = 8192  # max_bytes of an MCP search, read and review queue
+MAX_MAINTAINER_NOTE = 2000  # a maintainer's note on a status change, merge or issue resolution, characters
+MAX_ISSUE_TITLE = 200  # a service issue's title, characters
+MAX_ISSUE_BODY = 8000
+MAX_ISSUE_FIELD = 2000  # each of a service issue's optional fields (endpoint, request, ...)
 
 
 def json_problem(value: Any) -> tuple[str, str] | None:

@@ -12,12 +12,12 @@ from typing import Any
 from knowmesh_mcp.core import markdown
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
 from knowmesh_mcp.core.identity import Actor, acting
+from knowmesh_mcp.core.limits import MAX_ISSUE_BODY, MAX_ISSUE_FIELD, MAX_ISSUE_TITLE
 from knowmesh_mcp.services.publishing import path_number
 from knowmesh_mcp.services.submission import UNCOUNTED, Submission
 from knowmesh_mcp.store import Store, utc_now
 
 ISSUE_FIELDS = ("endpoint", "request", "expected", "actual", "environment")
-MAX_ISSUE_TITLE, MAX_ISSUE_BODY, MAX_ISSUE_FIELD = 200, 8000, 2000
 
 
 class ServiceIssues:

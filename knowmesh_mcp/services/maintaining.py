@@ -14,13 +14,12 @@ from typing import Any, TypeVar
 
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter, not_found
 from knowmesh_mcp.core.identity import Actor, maintainer_required
-from knowmesh_mcp.core.limits import to_int
+from knowmesh_mcp.core.limits import MAX_MAINTAINER_NOTE, to_int
 from knowmesh_mcp.core.model import STATUSES
 from knowmesh_mcp.services.publishing import path_number, require_node_id
 from knowmesh_mcp.store import Store, Writer, utc_now
 
 T = TypeVar("T")
-MAX_NOTE = 2000
 ISSUE_RESOLUTIONS = ("closed", "discarded")
 AUDIT_PAGE = 200
 
@@ -30,8 +29,8 @@ def check_note(note: Any, *, required: bool = False) -> str | None:
         if required:
             raise bad_parameter("note", "note is required: say why, for the people who filed it")
         return None
-    if not isinstance(note, str) or len(note) > MAX_NOTE:
-        raise bad_parameter("note", f"note must be text of at most {MAX_NOTE} characters")
+    if not isinstance(note, str) or len(note) > MAX_MAINTAINER_NOTE:
+        raise bad_parameter("note", f"note must be text of at most {MAX_MAINTAINER_NOTE} characters")
     return note.strip()
 
 

@@ -28,7 +28,11 @@ from knowmesh_mcp.core.limits import (
     DEFAULT_RESULTS,
     MAX_BUDGET,
     MAX_INT,
+    MAX_ISSUE_BODY,
+    MAX_ISSUE_FIELD,
+    MAX_ISSUE_TITLE,
     MAX_ITEMS,
+    MAX_MAINTAINER_NOTE,
     MAX_NOTE,
     MAX_RESULTS,
     MAX_REVIEW_LIMIT,
@@ -340,7 +344,7 @@ class DedupeVote(Body):
     agent: Agent | None = None
 
 
-MaintainerNote = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+MaintainerNote = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MAINTAINER_NOTE)]
 
 
 class StatusChange(Body):
@@ -364,14 +368,14 @@ class IssueResolution(Body):
     note: MaintainerNote
 
 
-IssueField = Annotated[str, StringConstraints(max_length=2000)]
+IssueField = Annotated[str, StringConstraints(max_length=MAX_ISSUE_FIELD)]
 
 
 class Issue(Body):
     """POST /v1/issues: a problem with the service itself."""
 
-    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    body: Annotated[str, StringConstraints(min_length=1, max_length=8000)]
+    title: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ISSUE_TITLE)]
+    body: Annotated[str, StringConstraints(min_length=1, max_length=MAX_ISSUE_BODY)]
     endpoint: IssueField | None = None
     request: IssueField | None = None
     expected: IssueField | None = None
