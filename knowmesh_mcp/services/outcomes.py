@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core import next_steps
 from knowmesh_mcp.core.environment import Environment, env_from_mapping
@@ -25,6 +25,14 @@ from knowmesh_mcp.services.submission import UNCOUNTED, Submission
 from knowmesh_mcp.store import DuplicateRow, StatsRow, Store, Writer, utc_now
 
 FEEDBACK_PAGE = 500
+
+
+class NodeAnswers(NamedTuple):
+    """What a write of evidence reads of a node first (`node_answers`)."""
+
+    revision: int  # the current article revision
+    document: dict[str, Any]  # the current document
+    behaviours: dict[str, dict[str, int]]  # {solution id: {behaviour hash: its revision}}
 
 
 @dataclass(frozen=True)
@@ -59,11 +67,11 @@ class OutcomeReporting:
         node_id = checked.node_id
         async with self.store.write() as tx:
             await submission.charge(tx)
-            current_revision, document, known = await node_answers(tx, node_id)
-            if checked.solution_id not in known:
+            answers = await node_answers(tx, node_id)
+            if checked.solution_id not in answers.behaviours:
                 raise not_found("solution", checked.solution_id)
-            current = current_revisions(document, known)
-            revision = await self._reported_revision(checked, known, current)
+            current = current_revisions(answers.document, answers.behaviours)
+            revision = await self._reported_revision(checked, answers.behaviours, current)
             cluster = checked.environment.cluster()
             # The stored rows are the state before this report (the write lock is held).
             before = {_stats_key(r): r for r in (await self.store.stats_of([node_id])).get(node_id, [])}
@@ -83,7 +91,7 @@ class OutcomeReporting:
         now_row = next((r for r in after if _stats_key(r) == key), None) or StatsRow(
             checked.solution_id, revision, cluster, 0.0, 0.0, 0, 0.0, "ok", "draft", 0, 0, None
         )
-        return _outcome_body(checked, report_id, revision, cluster, current_revision, before.get(key), now_row)
+        return _outcome_body(checked, report_id, revision, cluster, answers.revision, before.get(key), now_row)
 
     async def _reported_revision(
         self, checked: OutcomeReport, known: dict[str, dict[str, int]], current: dict[str, int]
@@ -269,13 +277,12 @@ def _stats_key(row: StatsRow) -> tuple[str, int, str]:
     return row.solution_id, row.solution_revision, row.cluster
 
 
-async def node_answers(tx: Writer, node_id: str) -> tuple[int, dict[str, Any], dict[str, dict[str, int]]]:
-    """(current revision, current document, every behaviour of every answer) of a node, or 404."""
+async def node_answers(tx: Writer, node_id: str) -> NodeAnswers:
+    """The current revision and document of a node and every behaviour of every answer, or 404."""
     state = await tx.node_for_edit(node_id)
     if state is None:
         raise not_found("node", node_id)
-    revision, document, _ = state
-    return revision, document, await tx.solution_behaviours(node_id)
+    return NodeAnswers(state.revision, state.document, await tx.solution_behaviours(node_id))
 
 
 def current_revisions(document: dict[str, Any], known: dict[str, dict[str, int]]) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core import next_steps
 from knowmesh_mcp.core.errors import bad_parameter
@@ -25,6 +25,29 @@ REVIEW_MEANINGS = {
 }
 # Findings read per reason to count the whole queue; past it `total` is a lower bound (`total_exact` false).
 REVIEW_SCAN = 10_000
+# The slots of a store's review row (node id, title, base revision, solution, revision, cluster,
+# reports) the queue reads before a page makes the row a `Finding`.
+ROW_NODE, ROW_SOLUTION, ROW_REPORTS = 0, 3, 6
+
+
+class Found(NamedTuple):
+    """One finding as the whole queue holds it: its reason and the store's row, left a tuple."""
+
+    reason: str
+    row: tuple[Any, ...]
+
+    @property
+    def node_id(self) -> str:
+        node_id: str = self.row[ROW_NODE]
+        return node_id
+
+
+class ReviewFindings(NamedTuple):
+    """The whole queue (`ReviewQueue._review_findings`)."""
+
+    found: list[Found]  # highest priority first
+    verified: dict[str, str | None]  # {stale node id: when it was last verified, None: never}
+    exact: bool  # nothing was cut at REVIEW_SCAN
 
 
 @dataclass(frozen=True)
@@ -69,13 +92,16 @@ class ReviewQueue:
         start = 0 if offset is None else to_int(offset, "offset", lowest=0)
         if reason is not None and reason not in REVIEW_REASONS:
             raise bad_parameter("reason", f"reason must be one of {', '.join(REVIEW_REASONS)}")
-        found, verified, exact = await self._review_findings()
+        findings = await self._review_findings()
+        found, verified = findings.found, findings.verified
         counts = {name: 0 for name in REVIEW_REASONS}
-        for name, _ in found:
-            counts[name] += 1
-        never_verified = sum(1 for name, row in found if name == "stale" and verified.get(row[0]) is None)
-        chosen = [entry for entry in found if entry[0] == reason] if reason else found
-        page = [Finding.of(name, row, verified.get(row[0])) for name, row in chosen[start : start + limit]]
+        for entry in found:
+            counts[entry.reason] += 1
+        never_verified = sum(1 for entry in found if entry.reason == "stale" and verified.get(entry.node_id) is None)
+        chosen = [entry for entry in found if entry.reason == reason] if reason else found
+        page = [
+            Finding.of(entry.reason, entry.row, verified.get(entry.node_id)) for entry in chosen[start : start + limit]
+        ]
         stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
         items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
         return {
@@ -84,7 +110,7 @@ class ReviewQueue:
             "limit": limit,
             "offset": start,
             "total": len(chosen),
-            "total_exact": exact,
+            "total_exact": findings.exact,
             "counts": counts,
             "never_verified": never_verified,
             "next_offset": start + limit if start + limit < len(chosen) else None,
@@ -92,8 +118,8 @@ class ReviewQueue:
             "trust": "untrusted-data",
         }
 
-    async def _review_findings(self) -> tuple[list[tuple[str, tuple[Any, ...]]], dict[str, str | None], bool]:
-        """Every finding as (reason, row), highest priority first, each answer once (a stale node
+    async def _review_findings(self) -> ReviewFindings:
+        """Every finding as its reason and row, highest priority first, each answer once (a stale node
         once per node: staleness is a finding about the node, so a node already in the queue is
         not listed again); when each stale node was last verified; whether nothing was cut.
 
@@ -110,7 +136,7 @@ class ReviewQueue:
             "stale": lambda n: self.store.stale_nodes(year_ago, n),
             "needs_second_verification": lambda n: self.store.awaiting_second_verification(day_ago, n),
         }
-        found: list[tuple[str, tuple[Any, ...]]] = []
+        found: list[Found] = []
         seen: set[tuple[str, str | None]] = set()
         listed: set[str] = set()
         verified: dict[str, str | None] = {}
@@ -119,16 +145,16 @@ class ReviewQueue:
             rows = await sources[reason](REVIEW_SCAN)
             exact = exact and len(rows) < REVIEW_SCAN
             if reason == "stale":
-                rows = [row for row in rows if row[0] not in listed]
-                verified = await self._last_verified([row[0] for row in rows if row[6]])
+                rows = [row for row in rows if row[ROW_NODE] not in listed]
+                verified = await self._last_verified([row[ROW_NODE] for row in rows if row[ROW_REPORTS]])
             for row in rows:
-                key = (row[0], row[3])  # (node id, solution id)
+                key = (row[ROW_NODE], row[ROW_SOLUTION])
                 if key in seen:
                     continue
                 seen.add(key)
-                listed.add(row[0])
-                found.append((reason, row))
-        return found, verified, exact
+                listed.add(row[ROW_NODE])
+                found.append(Found(reason, row))
+        return ReviewFindings(found, verified, exact)
 
     async def _last_verified(self, node_ids: list[str]) -> dict[str, str | None]:
         """When each node was last reported solved (None: never), for the stale nodes that have reports."""
