@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
-from xml.sax.saxutils import escape as xml_escape
 
 from knowmesh_mcp.search.ranking import LIKELY
-from knowmesh_mcp.web.shell import PageLink, ecosystem_href, node_href, plural
+from knowmesh_mcp.web.shell import PageLink, ecosystem_href, node_href, plural, render
 
 # URLs one file of the sitemap holds: sitemaps.org allows 50,000, but a file is one request, and at
 # 10,000 the biggest costs a server what a few page views do. Past it /sitemap.xml is an index of files.
@@ -117,10 +116,6 @@ def search(q: str, env: str, envelope: dict[str, Any] | None, error: str | None 
 # -- sitemap ----------------------------------------------------------------------------------------
 
 
-_XML = '<?xml version="1.0" encoding="UTF-8"?>\n'
-_NAMESPACE = "http://www.sitemaps.org/schemas/sitemap/0.9"
-
-
 def sitemap_files(urls: int) -> int:
     """How many files of at most SITEMAP_LIMIT URLs hold `urls` (at least one, if empty)."""
     return max(1, -(-urls // SITEMAP_LIMIT))
@@ -143,19 +138,15 @@ def sitemap_slice(number: int, fixed: int) -> SitemapSlice:
 
 
 def sitemap_xml(base: str, fixed: list[str], nodes: list[dict[str, Any]]) -> str:
-    """A file of the sitemap: fixed pages and answered nodes (each with its last change); open problems stay out."""
-    entries = [f"<url><loc>{xml_escape(base + path)}</loc></url>" for path in fixed]
+    """A file of the sitemap (`sitemap.xml`): fixed pages and answered nodes (each with its last
+    change); open problems stay out."""
+    entries = [{"loc": base + path, "lastmod": None} for path in fixed]
     for node in nodes:
         lastmod = str(node.get("updated_at") or "")[:10]
-        modified = f"<lastmod>{xml_escape(lastmod)}</lastmod>" if len(lastmod) == 10 else ""
-        entries.append(f"<url><loc>{xml_escape(base + node_href(node['id']))}</loc>{modified}</url>")
-    return f'{_XML}<urlset xmlns="{_NAMESPACE}">\n' + "\n".join(entries) + "\n</urlset>\n"
+        entries.append({"loc": base + node_href(node["id"]), "lastmod": lastmod if len(lastmod) == 10 else None})
+    return render("sitemap.xml", entries=entries)
 
 
 def sitemap_index_xml(base: str, files: int) -> str:
-    """The sitemap index of a mesh too big for one file: `/sitemap.xml?page=N` for each file."""
-    entries = [
-        f"<sitemap><loc>{xml_escape(f'{base}/sitemap.xml?page={number}')}</loc></sitemap>"
-        for number in range(1, files + 1)
-    ]
-    return f'{_XML}<sitemapindex xmlns="{_NAMESPACE}">\n' + "\n".join(entries) + "\n</sitemapindex>\n"
+    """The sitemap index of a mesh too big for one file (`sitemap_index.xml`): `/sitemap.xml?page=N` for each file."""
+    return render("sitemap_index.xml", files=[f"{base}/sitemap.xml?page={number}" for number in range(1, files + 1)])
