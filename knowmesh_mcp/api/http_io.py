@@ -5,7 +5,7 @@ untrusted data."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -22,6 +22,20 @@ MAX_BODY_BYTES = 1_048_576  # documented in README: larger bodies get 413 payloa
 SEARCH_BODY_BYTES = 4 * MAX_BODY_BYTES
 TRUST_HEADER = {"X-Knowmesh-Content-Trust": "untrusted-data"}
 MARKDOWN = "text/markdown; charset=utf-8"
+
+
+class WireBody(NamedTuple):
+    """A write's JSON body as `wire_body` reads it."""
+
+    payload: Any  # the body, parsed and checked, its old field names renamed
+    notes: list[str]  # a note on each old field name it used (`wire.deprecation`)
+
+
+class EditBody(NamedTuple):
+    """An edit as `edit_body` reads it: the node of the path and the body."""
+
+    node_id: str
+    payload: dict[str, Any]
 
 
 async def read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
@@ -65,7 +79,7 @@ def search_body(payload: Any) -> dict[str, Any]:
 
 async def wire_body(
     request: Request, model: type[Any], *, code: str, codes: dict[str, str] | None = None, shape: str | None = None
-) -> tuple[Any, list[str]]:
+) -> WireBody:
     """A write's JSON body parsed with its `wire` model (a value past a bound: 400 `code` naming the
     field), its old field names (`shape` of `wire.DEPRECATED_NAMES`) renamed; and the notes on them."""
     payload = await read_json(request)
@@ -73,7 +87,7 @@ async def wire_body(
     if shape is not None and isinstance(payload, dict):
         payload, notes = wire.renamed(shape, payload)
     wire.parse(model, payload, code=code, codes=codes)
-    return payload, notes
+    return WireBody(payload, notes)
 
 
 async def json_object(request: Request) -> dict[str, Any]:
@@ -91,12 +105,10 @@ async def parsed_object(request: Request, model: type[Any], codes: dict[str, str
     return payload
 
 
-async def edit_body(
-    request: Request, model: type[Any], codes: dict[str, str] | None = None
-) -> tuple[str, dict[str, Any]]:
+async def edit_body(request: Request, model: type[Any], codes: dict[str, str] | None = None) -> EditBody:
     """The node id of the path, and the body of an edit to it."""
     node_id = require_node_id(node_of(request))
-    return node_id, await parsed_object(request, model, codes)
+    return EditBody(node_id, await parsed_object(request, model, codes))
 
 
 def node_of(request: Request) -> str:

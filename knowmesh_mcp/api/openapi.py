@@ -62,9 +62,7 @@ def operation(op: Operation, refs: dict[type[BaseModel], dict[str, Any]]) -> dic
     else:
         success["content"] = {op.media: {"schema": {"type": "string"}}}
     if op.links:
-        success["links"] = {
-            name: {"operationId": target, "parameters": dict(params)} for name, target, params in op.links
-        }
+        success["links"] = {link.name: link.to_openapi() for link in op.links}
     if op.headers:
         success["headers"] = {name: {"schema": {"type": "string"}} for name in op.headers}
     responses: dict[str, Any] = {str(op.status): success}

@@ -54,6 +54,20 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Link:
+    """An OpenAPI link from a success response: another operation and its parameters, each as a
+    runtime expression (`$request.path.slug`, `$response.body#/version`). Schemathesis follows
+    them in its stateful phase."""
+
+    name: str
+    operation_id: str  # the target's `Operation.operation_id()`
+    parameters: tuple[tuple[str, str], ...]  # (parameter name, runtime expression)
+
+    def to_openapi(self) -> dict[str, Any]:
+        return {"operationId": self.operation_id, "parameters": dict(self.parameters)}
+
+
+@dataclass(frozen=True)
 class Operation:
     """One method on one path: what it takes and every status it answers with."""
 
@@ -68,9 +82,7 @@ class Operation:
     errors: tuple[int, ...] = (400,)
     tool: str | None = None  # the MCP tool that does the same
     headers: tuple[str, ...] = ()
-    # OpenAPI links from the success response: name -> (target operationId, its parameters as
-    # runtime expressions). Schemathesis follows them in its stateful phase.
-    links: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()
+    links: tuple[Link, ...] = ()  # OpenAPI links from the success response
 
     def operation_id(self) -> str:
         words = [part.strip("{}").replace(".", "_").replace("-", "_") for part in self.path.split("/") if part]

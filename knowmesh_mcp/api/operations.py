@@ -19,6 +19,7 @@ from knowmesh_mcp.api.operation_parts import (
     SAME_NODE,
     SEARCH,
     WRITE,
+    Link,
     Operation,
     Param,
     model_params,
@@ -76,12 +77,12 @@ OPERATIONS: tuple[Operation, ...] = (
         headers=READ_HEADERS,
         tool="read_article",
         links=(
-            (
+            Link(
                 "pinned",
                 "get_v1_nodes_ecosystem_slug_versions_version",
                 SAME_NODE + (("version", "$response.body#/version"),),
             ),
-            ("history", "get_v1_nodes_ecosystem_slug_article_revisions", SAME_NODE),
+            Link("history", "get_v1_nodes_ecosystem_slug_article_revisions", SAME_NODE),
         ),
     ),
     Operation(
@@ -139,7 +140,9 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=NODE_WRITE,
         tool="patch_article",
         links=(
-            ("undo", "post_v1_article_revisions_revision_id_undo", (("revision_id", "$response.body#/revision_id"),)),
+            Link(
+                "undo", "post_v1_article_revisions_revision_id_undo", (("revision_id", "$response.body#/revision_id"),)
+            ),
         ),
     ),
     Operation(
@@ -253,7 +256,7 @@ OPERATIONS: tuple[Operation, ...] = (
         status=202,
         body=wire.DedupeTask,
         errors=(*WRITE, 404),
-        links=(("vote", "post_v1_dedupe_tasks_task_id_votes", (("task_id", "$response.body#/task_id"),)),),
+        links=(Link("vote", "post_v1_dedupe_tasks_task_id_votes", (("task_id", "$response.body#/task_id"),)),),
     ),
     Operation(
         "POST",

@@ -131,9 +131,10 @@ async def article_history(request: Request) -> Response:
 
 
 async def patch_article(request: Request) -> Response:
-    node_id, payload = await edit_body(request, wire.ArticlePatch, codes={"ops": "invalid_op"})
+    edit = await edit_body(request, wire.ArticlePatch, codes={"ops": "invalid_op"})
+    payload = edit.payload
     result = await mesh(request).articles.patch_article(
-        node_id,
+        edit.node_id,
         base_revision=payload.get("base_revision"),
         ops=payload.get("ops"),
         agent=payload.get("agent"),
@@ -144,9 +145,10 @@ async def patch_article(request: Request) -> Response:
 
 
 async def revise_article(request: Request) -> Response:
-    node_id, payload = await edit_body(request, wire.ArticleRevision, codes={"article": "invalid_node"})
+    edit = await edit_body(request, wire.ArticleRevision, codes={"article": "invalid_node"})
+    payload = edit.payload
     result = await mesh(request).articles.revise_article(
-        node_id,
+        edit.node_id,
         base_revision=payload.get("base_revision"),
         article=payload.get("article"),
         agent=payload.get("agent"),
@@ -172,7 +174,8 @@ async def list_failures(request: Request) -> Response:
 async def report_failed_attempt(request: Request) -> Response:
     state, node_id = api(request), require_node_id(node_of(request))
     state.writable()
-    payload, notes = await wire_body(request, wire.FailedAttempt, code="invalid_failure", shape="failures")
+    body = await wire_body(request, wire.FailedAttempt, code="invalid_failure", shape="failures")
+    payload = body.payload
     if isinstance(payload, dict) and "env" in payload:  # the service's name, either form of the value
         payload = {**payload, "environment": wire.env_object(payload.pop("env"))}
     actor = state.actor(request, agent_field(payload))
@@ -183,16 +186,17 @@ async def report_failed_attempt(request: Request) -> Response:
             node_id, payload, submission=counted, actor=actor
         ),
     )
-    return answer({**accepted, **wire.deprecation(notes)}, 202)
+    return answer({**accepted, **wire.deprecation(body.notes)}, 202)
 
 
 async def set_status(request: Request) -> Response:
     """Maintainers: POST {status: verified|draft|deprecated, note}."""
-    node_id, payload = await edit_body(request, wire.StatusChange)
+    edit = await edit_body(request, wire.StatusChange)
+    payload = edit.payload
     actor = api(request).actor(request, agent_field(payload))
     return answer(
         await mesh(request).maintenance.set_status(
-            node_id, payload.get("status"), note=payload.get("note"), actor=actor
+            edit.node_id, payload.get("status"), note=payload.get("note"), actor=actor
         )
     )
 
@@ -228,9 +232,10 @@ async def undo(request: Request) -> Response:
 async def feedback(request: Request) -> Response:
     state = api(request)
     state.writable()
-    payload, notes = await wire_body(
+    body = await wire_body(
         request, wire.Feedback, code="invalid_feedback", codes={"outcome": "invalid_outcome"}, shape="feedback"
     )
+    payload = body.payload
     if isinstance(payload, dict):  # the service's names: node, and env as an object
         payload = {
             **payload,
@@ -243,7 +248,7 @@ async def feedback(request: Request) -> Response:
         actor,
         lambda counted: state.current().outcomes.report_outcome(payload, submission=counted, actor=actor),
     )
-    return answer({**accepted, **wire.deprecation(notes)}, 202)
+    return answer({**accepted, **wire.deprecation(body.notes)}, 202)
 
 
 async def review_page_of(request: Request) -> dict[str, Any]:
@@ -261,7 +266,7 @@ async def review_md(request: Request) -> Response:
 
 async def dedupe_tasks(request: Request) -> Response:
     api(request).writable()
-    payload, _ = await wire_body(request, wire.DedupeTask, code="invalid_dedupe")
+    payload = (await wire_body(request, wire.DedupeTask, code="invalid_dedupe")).payload
     return answer(
         await mesh(request).dedupe.open_dedupe_task(payload, actor=api(request).actor(request, agent_field(payload))),
         202,
@@ -270,7 +275,7 @@ async def dedupe_tasks(request: Request) -> Response:
 
 async def dedupe_vote(request: Request) -> Response:
     api(request).writable()
-    payload, _ = await wire_body(request, wire.DedupeVote, code="invalid_dedupe")
+    payload = (await wire_body(request, wire.DedupeVote, code="invalid_dedupe")).payload
     actor = api(request).actor(request, agent_field(payload))
     return answer(await mesh(request).dedupe.vote_dedupe(request.path_params["task_id"], payload, actor=actor))
 
@@ -309,7 +314,7 @@ async def dedupe_md(request: Request) -> Response:
 async def issues_post(request: Request) -> Response:
     state = api(request)
     state.writable()
-    payload, _ = await wire_body(request, wire.Issue, code="invalid_issue")
+    payload = (await wire_body(request, wire.Issue, code="invalid_issue")).payload
     actor = state.actor(request, agent_field(payload))
     filed = await state.submission(
         request, actor, lambda counted: state.current().issues.file_issue(payload, submission=counted, actor=actor)
