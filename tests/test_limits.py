@@ -22,12 +22,13 @@ def nested(depth: int) -> list:
     ({"deep": nested(MAX_DEPTH + 5)}, None, f"deeper than {MAX_DEPTH}"),
 ])
 def test_a_breach_is_named_where_it_is(value, pointer, words):
-    where, why = json_problem(value)
-    assert words in why
+    problem = json_problem(value)
+    assert problem is not None
+    assert words in problem.reason
     if pointer is not None:
-        assert where == pointer
+        assert problem.pointer == pointer
     else:
-        assert where.startswith("/deep/0/0")
+        assert problem.pointer.startswith("/deep/0/0")
 
 
 @pytest.mark.parametrize("value", [
@@ -42,5 +43,6 @@ def test_values_inside_the_bounds_pass(value):
 
 
 def test_two_halves_of_a_surrogate_pair_in_separate_strings_are_each_lone():
-    where, why = json_problem(["\ud83d", "\ude00"])  # side by side, they still are not one character
-    assert where in ("/0", "/1") and "lone surrogate" in why
+    problem = json_problem(["\ud83d", "\ude00"])  # side by side, they still are not one character
+    assert problem is not None
+    assert problem.pointer in ("/0", "/1") and "lone surrogate" in problem.reason

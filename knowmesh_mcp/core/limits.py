@@ -9,7 +9,7 @@ anything else looks at it. Depends on `errors` only.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from knowmesh_mcp.core.errors import KnowmeshError, bad_parameter
 
@@ -37,8 +37,15 @@ MAX_ISSUE_BODY = 8000
 MAX_ISSUE_FIELD = 2000  # each of a service issue's optional fields (endpoint, request, ...)
 
 
-def json_problem(value: Any) -> tuple[str, str] | None:
-    """(JSON Pointer, what is wrong) of the first part of `value` outside the bounds, or None.
+class JsonProblem(NamedTuple):
+    """The first part of a JSON value outside the bounds (`json_problem`)."""
+
+    pointer: str  # a JSON Pointer to it ("/" for the whole value)
+    reason: str  # what is wrong with it, in words
+
+
+def json_problem(value: Any) -> JsonProblem | None:
+    """The first part of `value` outside the bounds (its JSON Pointer, what is wrong), or None.
 
     Iterative, so a document nested 100,000 deep costs a loop, not the interpreter's stack. The
     pointer is built only for a value that breaks a bound (a second walk): building one for every
@@ -72,26 +79,26 @@ def _within_bounds(value: Any) -> bool:
     return True
 
 
-def _first_problem(value: Any) -> tuple[str, str] | None:
+def _first_problem(value: Any) -> JsonProblem | None:
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, where, depth = stack.pop()
         if isinstance(item, dict):
             if depth >= MAX_DEPTH:
-                return where or "/", f"nested deeper than {MAX_DEPTH} levels"
+                return JsonProblem(where or "/", f"nested deeper than {MAX_DEPTH} levels")
             for key, child in item.items():
                 if isinstance(key, str) and _surrogate(key):
-                    return where or "/", "a key holds a lone surrogate (not valid UTF-8)"
+                    return JsonProblem(where or "/", "a key holds a lone surrogate (not valid UTF-8)")
                 stack.append((child, f"{where}/{_escape(key)}", depth + 1))
         elif isinstance(item, list):
             if depth >= MAX_DEPTH:
-                return where or "/", f"nested deeper than {MAX_DEPTH} levels"
+                return JsonProblem(where or "/", f"nested deeper than {MAX_DEPTH} levels")
             stack.extend((child, f"{where}/{index}", depth + 1) for index, child in enumerate(item))
         elif isinstance(item, str):
             if _surrogate(item):
-                return where or "/", "the string holds a lone surrogate (not valid UTF-8)"
+                return JsonProblem(where or "/", "the string holds a lone surrogate (not valid UTF-8)")
         elif isinstance(item, int) and not isinstance(item, bool) and not -MAX_INT - 1 <= item <= MAX_INT:
-            return where or "/", "the integer does not fit in 64 bits"
+            return JsonProblem(where or "/", "the integer does not fit in 64 bits")
     return None
 
 
@@ -99,8 +106,7 @@ def check_json(value: Any) -> Any:
     """`value`, or 400 invalid_json naming the first place it breaks a bound."""
     problem = json_problem(value)
     if problem is not None:
-        where, why = problem
-        raise KnowmeshError(400, "invalid_json", f"{where}: {why}", field=where)
+        raise KnowmeshError(400, "invalid_json", f"{problem.pointer}: {problem.reason}", field=problem.pointer)
     return value
 
 

@@ -224,7 +224,7 @@ def validate_node(raw: Any) -> NodeDocument:
         raise InvalidNode([Problem(field="/", rule="type", message="a node document must be a JSON object")])
     bound = json_problem(raw)  # before anything walks it: depth, lone surrogates, 64-bit integers
     if bound is not None:
-        raise InvalidNode([Problem(field=bound[0], rule="json_bound", message=bound[1])])
+        raise InvalidNode([Problem(field=bound.pointer, rule="json_bound", message=bound.reason)])
     size = len(canonical_json(raw))
     if size > MAX_DOCUMENT_CHARS:
         raise InvalidNode(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -73,13 +74,13 @@ class SingleMessageCheck:
         if scope["type"] != "http" or scope["method"] != "POST" or not await self.read_by_the_sdk(scope):
             await self.app(scope, receive, send)
             return
-        body, replay = await bounded_body(scope, receive, self.manager.max_request_body_size)
-        error = refusal(body) if body is not None else None
+        read = await bounded_body(scope, receive, self.manager.max_request_body_size)
+        error = refusal(read.body) if read.body is not None else None
         if error is None:
-            await self.app(scope, replay, send)
+            await self.app(scope, read.receive, send)
             return
         response = Response(encode_message(error).encode("utf-8"), status_code=400, media_type="application/json")
-        await response(scope, replay, send)
+        await response(scope, read.receive, send)
 
     async def read_by_the_sdk(self, scope: Scope) -> bool:
         """Whether the SDK would read this POST's body: its Host, Origin and Content-Type checks
@@ -103,16 +104,22 @@ def refusal(body: bytes) -> dict[str, object] | None:
     return decoded if isinstance(decoded, dict) else None
 
 
-async def bounded_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """(the whole body, or None when it is longer than `limit` or did not arrive whole; a `receive`
-    that replays every message read, then goes on with the client's).
+class BoundedBody(NamedTuple):
+    """A request body as `bounded_body` reads it."""
+
+    body: bytes | None  # the whole body, or None when it is longer than the limit or did not arrive whole
+    receive: Receive  # replays every message read, then goes on with the client's
+
+
+async def bounded_body(scope: Scope, receive: Receive, limit: int) -> BoundedBody:
+    """The whole body, if it is within `limit`, and a `receive` that replays what was read.
 
     Bounded as the SDK bounds it (`RequestBodyLimitMiddleware`, which still runs after this):
     a longer body is never held, only handed on for the SDK to answer 413."""
     read: deque[Message] = deque()
     declared = Headers(scope=scope).get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        return None, receive
+        return BoundedBody(None, receive)
     body = bytearray()
     while True:
         message = await receive()
@@ -134,4 +141,4 @@ async def bounded_body(scope: Scope, receive: Receive, limit: int) -> tuple[byte
             return read.popleft()
         return await receive()
 
-    return whole, replay
+    return BoundedBody(whole, replay)

@@ -18,7 +18,7 @@ import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import anyio
 import mcp_types
@@ -114,10 +114,10 @@ async def answering_stdio(
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                     while (rest := await readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                         pass
-                    found, request_id = top_level_id(line.decode("utf-8", errors="replace"))
+                    given = top_level_id(line.decode("utf-8", errors="replace"))
                     await answers.send(
                         rpc_error(
-                            request_id if found else None,
+                            given.value if given.found else None,
                             mcp_types.INVALID_REQUEST,
                             f"the message is longer than {MAX_LINE_BYTES} bytes",
                         )
@@ -214,9 +214,9 @@ def decode_line(raw: bytes) -> SessionMessage | dict[str, Any] | None:
     except ValidationError:
         return decode_slowly(text)
     if isinstance(message, mcp_types.JSONRPCNotification) and '"id"' in text:
-        found, request_id = top_level_id(text)
-        if found:  # the union read a request with a null, fractional or boolean id as a notification
-            return rpc_error(request_id, mcp_types.INVALID_REQUEST, ID_RULE)
+        given = top_level_id(text)
+        if given.found:  # the union read a request with a null, fractional or boolean id as a notification
+            return rpc_error(given.value, mcp_types.INVALID_REQUEST, ID_RULE)
     return SessionMessage(message)
 
 
@@ -229,15 +229,15 @@ def decode_slowly(text: str) -> SessionMessage | dict[str, Any] | None:
     try:
         value = json.loads(text)
     except RecursionError:
-        found, request_id = top_level_id(text)
+        given = top_level_id(text)
         return rpc_error(
-            request_id if found else None,
+            given.value if given.found else None,
             mcp_types.INVALID_REQUEST,
             f"the message is nested too deeply to read (arguments may nest {MAX_DEPTH} levels)",
         )
     except ValueError as error:
-        found, request_id = top_level_id(text)
-        return rpc_error(request_id if found else None, mcp_types.PARSE_ERROR, f"not valid JSON: {error}")
+        given = top_level_id(text)
+        return rpc_error(given.value if given.found else None, mcp_types.PARSE_ERROR, f"not valid JSON: {error}")
     if not isinstance(value, dict):
         batch = " (batches are not supported)" if isinstance(value, list) else ""
         return rpc_error(None, mcp_types.INVALID_REQUEST, f"a message must be one JSON object{batch}")
@@ -300,9 +300,16 @@ def encode_message(item: SessionMessage | dict[str, Any]) -> str:
         return compact_json(rpc_error(request_id, mcp_types.INTERNAL_ERROR, "the server could not write its reply"))
 
 
-def top_level_id(text: str) -> tuple[bool, Any]:
-    """(found, value) of the top-level "id" member of a JSON object's text, read without parsing
-    the whole: the text may be broken, cut short, or nested too deeply for `json`."""
+class TopLevelId(NamedTuple):
+    """The top-level "id" member of a message's text, as `top_level_id` reads it."""
+
+    found: bool  # the text has one
+    value: Any  # its value; None when absent or unreadable
+
+
+def top_level_id(text: str) -> TopLevelId:
+    """The top-level "id" member of a JSON object's text, read without parsing the whole: the text
+    may be broken, cut short, or nested too deeply for `json`."""
     depth, key, expect_key, position = 0, None, False, 0
     while match := _STRUCTURE.search(text, position):
         token, position = match.group(), match.end()
@@ -327,10 +334,10 @@ def top_level_id(text: str) -> tuple[bool, Any]:
                 try:
                     value, _ = json.JSONDecoder().raw_decode(text, len(text) - len(text[position:].lstrip()))
                 except (ValueError, RecursionError):
-                    return True, None
-                return True, value
+                    return TopLevelId(found=True, value=None)
+                return TopLevelId(found=True, value=value)
             key = None
-    return False, None
+    return TopLevelId(found=False, value=None)
 
 
 def string_end(text: str, start: int) -> int:

@@ -113,8 +113,8 @@ def parse_json(content: bytes, where: str) -> Any:
         raise remote_error(f"{where} did not answer with valid JSON") from None
     problem = json_problem(value)
     if problem is not None:
-        pointer, what = problem
-        raise remote_error(f"{where} answered JSON out of bounds at {pointer[:MAX_POINTER_CHARS]}: {what}")
+        pointer = problem.pointer[:MAX_POINTER_CHARS]
+        raise remote_error(f"{where} answered JSON out of bounds at {pointer}: {problem.reason}")
     return value
 
 
