@@ -371,3 +371,11 @@ class UndoToken(NamedTuple):
 
     token_hash: str
     used_at: str | None  # when it was spent, or None while it still works
+
+
+class RevisionWithDocument(NamedTuple):
+    """A revision with the whole document it made (`Store.revisions_with_documents`: what a sync copies)."""
+
+    row: RevisionRow
+    document: dict[str, Any]
+    solutions: dict[str, int]  # each answer's revision number at this revision

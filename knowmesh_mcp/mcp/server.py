@@ -205,10 +205,9 @@ def argument_problem(tool: Tool, arguments: Mapping[str, Any]) -> KnowmeshError 
     for name, value in arguments.items():
         problem = json_problem(value)
         if problem is not None:
-            where, why = problem
-            steps = [step for step in where.split("/") if step]
+            steps = [step for step in problem.pointer.split("/") if step]
             place = "/".join([name, *steps[:4]]) + ("/…" if len(steps) > 4 else "")
-            return invalid_argument(name, f"{shown(place)}: {why}")
+            return invalid_argument(name, f"{shown(place)}: {problem.reason}")
     try:
         tool.fn_metadata.validate_arguments(dict(arguments))
     except ValidationError as error:

@@ -219,12 +219,12 @@ class ArticleEditing:
             if with_documents:
                 entries = [
                     {
-                        **revision_entry(r),
-                        "document": document,
-                        "solution_revisions": solutions,
-                        "agent_proof": r.agent_proof,
+                        **revision_entry(revision.row),
+                        "document": revision.document,
+                        "solution_revisions": revision.solutions,
+                        "agent_proof": revision.row.agent_proof,
                     }
-                    for r, document, solutions in await self.store.revisions_with_documents(node_id, first)
+                    for revision in await self.store.revisions_with_documents(node_id, first)
                 ]
             else:
                 entries = [revision_entry(r) for r in await self.store.revisions(node_id) if r.revision > first]

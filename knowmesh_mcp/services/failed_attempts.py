@@ -60,8 +60,9 @@ class FailedAttempts:
         reporter = actor if actor is not None else acting(attempt.get("agent"), None, "off")
         async with self.store.write() as tx:
             await submission.charge(tx)
-            _, document, known = await node_answers(tx, node_id)
-            current = current_revisions(document, known)
+            answers = await node_answers(tx, node_id)
+            document = answers.document
+            current = current_revisions(document, answers.behaviours)
             # The stored rows are current: this transaction holds the write lock.
             evidence = Evidence((await self.store.stats_of([node_id])).get(node_id, []))
             scoped = scoped_solutions(document, current, evidence, environment)

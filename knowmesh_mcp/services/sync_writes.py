@@ -16,6 +16,7 @@ from knowmesh_mcp.core.errors import KnowmeshError, remote_error
 from knowmesh_mcp.core.evidence import node_stats
 from knowmesh_mcp.core.identity import PROOFS, Actor, Proof
 from knowmesh_mcp.core.model import InvalidNode, validate_node
+from knowmesh_mcp.core.rows import RevisionWithDocument
 from knowmesh_mcp.search.query import index_row
 from knowmesh_mcp.services.editing import publish_edit
 from knowmesh_mcp.services.failed_attempts import archive_answered_failures
@@ -24,8 +25,6 @@ from knowmesh_mcp.services.outcomes import current_revisions, node_answers
 from knowmesh_mcp.services.publishing import Prepared
 from knowmesh_mcp.services.sync_checks import synced_revision
 from knowmesh_mcp.store import RevisionRow, SearchRow, SyncedHead, SyncedRevision, Writer
-
-LocalRevision = tuple[RevisionRow, dict[str, Any], dict[str, int]]  # a revision, its document, its answers' numbers
 
 
 @dataclass
@@ -173,8 +172,8 @@ async def sync_revisions(
         return None
     if newer[0].row.revision != base + 1 or any(b.row.revision != a.row.revision + 1 for a, b in zip(newer, newer[1:])):
         raise remote_error(f"{remote_url} sent a gap in the revisions of {node_id}")
-    _check_reverts(remote_url, node_id, [row for row, _, _ in local if row.revision <= base], newer)
-    local_only = [r for r in local if r[0].revision > base]
+    _check_reverts(remote_url, node_id, [revision.row for revision in local if revision.row.revision <= base], newer)
+    local_only = [revision for revision in local if revision.row.revision > base]
     moved = await move_local_edits(tx, remote_url, node_id, base, local, local_only, newer, local_agent)
     last = newer[-1]
     document = json.loads(last.document_json)
@@ -204,7 +203,7 @@ async def sync_revisions(
                 "id": node_id,
                 "base_revision": base,
                 "remote_revision": last.row.revision,
-                "moved_revisions": [r[0].revision for r in local_only],
+                "moved_revisions": [revision.row.revision for revision in local_only],
                 "both_changed": moved["both_changed"],
                 "kept_revision": kept,
                 "conflict_id": moved["conflict_id"],
@@ -215,7 +214,8 @@ async def sync_revisions(
 
 async def sync_evidence(tx: Writer, remote_url: str, node_id: str, rows: list[dict[str, Any]], after: int) -> int:
     """Store the remote's outcome reports fetched for a node; returns how many are new here."""
-    _, document, known = await node_answers(tx, node_id)
+    answers = await node_answers(tx, node_id)
+    document, known = answers.document, answers.behaviours
     # A report on a solution revision this mesh does not have (renumbered by a conflict) stays behind.
     usable = [row for row in rows if row["solution_revision"] in known.get(row["solution_id"], {}).values()]
     pulled = await tx.insert_synced_feedback(usable)
@@ -232,8 +232,8 @@ async def move_local_edits(
     remote_url: str,
     node_id: str,
     base: int,
-    local: list[LocalRevision],
-    local_only: list[LocalRevision],
+    local: list[RevisionWithDocument],
+    local_only: list[RevisionWithDocument],
     newer: list[SyncedRevision],
     local_agent: str,
 ) -> dict[str, Any] | None:
@@ -241,29 +241,30 @@ async def move_local_edits(
     its author (the local agent when the edit names none)."""
     if not local_only:
         return None
-    base_document = local[base - 1][1] if base else {}
-    local_document = local_only[-1][1]
+    base_document = local[base - 1].document if base else {}
+    local_document = local_only[-1].document
     remote_document = json.loads(newer[-1].document_json)
     merged, both = rebase_changes(base_document, local_document, remote_document)
     keep: dict[str, int] = {}
-    for _, _, solutions in local[:base]:  # solution revision numbers the shared history uses
-        for solution_id, number in solutions.items():
+    for shared in local[:base]:  # solution revision numbers the shared history uses
+        for solution_id, number in shared.solutions.items():
             keep[solution_id] = max(keep.get(solution_id, 0), number)
     conflict_id = await tx.move_revisions(
         node_id,
-        [r.revision_id for r, _, _ in local_only],
+        [revision.row.revision_id for revision in local_only],
         keep,
         {
             "remote": remote_url,
             "base_revision": base,
             "remote_revision": newer[-1].row.revision,
             "local_revisions": json.dumps(
-                [{**_row_dict(r), "document": d} for r, d, _ in local_only], ensure_ascii=False
+                [{**_row_dict(revision.row), "document": revision.document} for revision in local_only],
+                ensure_ascii=False,
             ),
             "both_changed": json.dumps(both),
         },
     )
-    author = local_only[-1][0]
+    author = local_only[-1].row
     agent = (
         Actor(author.agent_id, _proof(author.agent_proof), author.model)
         if author.agent_id
@@ -298,13 +299,13 @@ async def keep_local_edit(
     return int(kept["revision"])
 
 
-def _shared_prefix(local: list[LocalRevision], remote: list[SyncedRevision]) -> int:
+def _shared_prefix(local: list[RevisionWithDocument], remote: list[SyncedRevision]) -> int:
     """How many first revisions both sides have with the same content (e.g. the same starter corpus)."""
     shared = 0
-    for (mine, _, _), theirs in zip(local, remote):
-        if mine.revision != theirs.row.revision or mine.version != theirs.row.version:
+    for mine, theirs in zip(local, remote):
+        if mine.row.revision != theirs.row.revision or mine.row.version != theirs.row.version:
             break
-        shared = mine.revision
+        shared = mine.row.revision
     return shared
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, NodeRow, RevisionRow, SearchRow
+from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, NodeRow, RevisionRow, RevisionWithDocument, SearchRow
 from knowmesh_mcp.store.tables import CopiedTable
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
@@ -140,8 +140,8 @@ REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVIS
     WHERE r.node_id = {{mark}} AND r.revision > {{mark}} ORDER BY r.revision"""
 
 
-def revision_with_document(row: Sequence[Any]) -> tuple[RevisionRow, dict[str, Any], dict[str, int]]:
-    return revision_row(row[:13]), json.loads(row[13]), json.loads(row[14])
+def revision_with_document(row: Sequence[Any]) -> RevisionWithDocument:
+    return RevisionWithDocument(revision_row(row[:13]), json.loads(row[13]), json.loads(row[14]))
 
 
 # -- copying a whole mesh (`services.copying`): whole rows of the allow-listed `tables.COPIED_TABLES` -------

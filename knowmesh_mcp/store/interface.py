@@ -31,6 +31,7 @@ from knowmesh_mcp.core.rows import (
     OutcomeReport,
     PinnedVersion,
     RevisionRow,
+    RevisionWithDocument,
     SearchRow,
     StatsRow,
     SyncedHead,
@@ -170,9 +171,7 @@ class Writer(Protocol):
 
     async def revisions_after(self, node_id: str, revision: int) -> list[RevisionRow]: ...
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]: ...
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]: ...
 
     async def revoke_tokens(self, agent_id: str, token_id: str | None = None) -> int:
         """Revoke the agent's live tokens (with `token_id`, only the one whose hash starts with it)."""
@@ -388,10 +387,8 @@ class Store(Protocol):
 
     async def revisions(self, node_id: str) -> list[RevisionRow]: ...
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
-        """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]:
+        """Every revision after `after` with its document: what a sync copies."""
         ...
 
     async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]: ...

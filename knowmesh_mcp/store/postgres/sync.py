@@ -12,7 +12,13 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowmesh_mcp.core.rows import ChangeRow, DuplicateRow, RevisionRow, SyncedHead, SyncedRevision
+from knowmesh_mcp.core.rows import (
+    ChangeRow,
+    DuplicateRow,
+    RevisionWithDocument,
+    SyncedHead,
+    SyncedRevision,
+)
 from knowmesh_mcp.store.common import (
     REVISION_COLUMNS,
     REVISIONS_WITH_DOCUMENTS,
@@ -57,9 +63,7 @@ class SyncReads:
             for row in rows
         ]
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
         return [revision_with_document(row) for row in await self._fetchall(REVISIONS_AFTER, (node_id, after))]
 
@@ -131,9 +135,7 @@ class SyncWrites:
 
         async def _update_node(self, node_id: str, sets: str, values: Sequence[Any] = ()) -> None: ...
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]:
         return [revision_with_document(row) for row in await self._all(REVISIONS_AFTER, (node_id, after))]
 
     async def set_synced(self, remote: str, node_id: str, revision: int) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from knowmesh_mcp.core.rows import ChangeRow, RevisionRow, SyncedHead, SyncedRevision
+from knowmesh_mcp.core.rows import ChangeRow, RevisionWithDocument, SyncedHead, SyncedRevision
 from knowmesh_mcp.store.common import (
     REVISION_COLUMNS,
     REVISIONS_WITH_DOCUMENTS,
@@ -50,9 +50,7 @@ class SyncReads:
         )
         return [ChangeRow._make((*row[:11], json.loads(row[11]), row[12])) for row in rows]
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]:
         """(revision, document, solution revisions) of every revision after `after`: what a sync copies."""
         return [revision_with_document(row) for row in await self._fetchall(REVISIONS_AFTER, (node_id, after))]
 
@@ -117,9 +115,7 @@ class SyncWrites:
 
         async def insert_row(self, table: str, row: dict[str, Any]) -> int: ...
 
-    async def revisions_with_documents(
-        self, node_id: str, after: int = 0
-    ) -> list[tuple[RevisionRow, dict[str, Any], dict[str, int]]]:
+    async def revisions_with_documents(self, node_id: str, after: int = 0) -> list[RevisionWithDocument]:
         return [revision_with_document(row) for row in await self._all(REVISIONS_AFTER, (node_id, after))]
 
     async def set_synced(self, remote: str, node_id: str, revision: int) -> None:
