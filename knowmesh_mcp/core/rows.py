@@ -379,3 +379,16 @@ class RevisionWithDocument(NamedTuple):
     row: RevisionRow
     document: dict[str, Any]
     solutions: dict[str, int]  # each answer's revision number at this revision
+
+
+class ReviewRow(NamedTuple):
+    """One finding of a review query (`Store.answers_in_state`, `stale_nodes`, ...): a node, and the
+    answer and cluster it is about when the reason names one."""
+
+    node_id: str
+    title: str
+    base_revision: int  # the node's current revision
+    solution_id: str | None
+    solution_revision: int | None
+    cluster: str | None
+    reports: int

@@ -12,6 +12,7 @@ from knowmesh_mcp.core import next_steps
 from knowmesh_mcp.core.errors import bad_parameter
 from knowmesh_mcp.core.evidence import REVIEW_REASONS
 from knowmesh_mcp.core.limits import DEFAULT_REVIEW_LIMIT, MAX_REVIEW_LIMIT, to_int
+from knowmesh_mcp.core.rows import ReviewRow
 from knowmesh_mcp.store import NodeRow, Store
 
 # What each reason means, in one line (protocol section 8's table): the queue's pages explain it.
@@ -25,21 +26,13 @@ REVIEW_MEANINGS = {
 }
 # Findings read per reason to count the whole queue; past it `total` is a lower bound (`total_exact` false).
 REVIEW_SCAN = 10_000
-# The slots of a store's review row (node id, title, base revision, solution, revision, cluster,
-# reports) the queue reads before a page makes the row a `Finding`.
-ROW_NODE, ROW_SOLUTION, ROW_REPORTS = 0, 3, 6
 
 
 class Found(NamedTuple):
-    """One finding as the whole queue holds it: its reason and the store's row, left a tuple."""
+    """One finding as the whole queue holds it: its reason and the store's row."""
 
     reason: str
-    row: tuple[Any, ...]
-
-    @property
-    def node_id(self) -> str:
-        node_id: str = self.row[ROW_NODE]
-        return node_id
+    row: ReviewRow
 
 
 class ReviewFindings(NamedTuple):
@@ -65,10 +58,19 @@ class Finding:
     last_verified: str | None = None
 
     @classmethod
-    def of(cls, reason: str, row: tuple[Any, ...], last_verified: str | None) -> Finding:
-        """A store row (node id, title, base revision, solution, revision, cluster, reports) found for `reason`."""
-        node_id, title, base_revision, solution, revision, cluster, reports = row
-        return cls(reason, node_id, title, base_revision, solution, revision, cluster, reports, last_verified)
+    def of(cls, reason: str, row: ReviewRow, last_verified: str | None) -> Finding:
+        """A store row found for `reason`."""
+        return cls(
+            reason,
+            row.node_id,
+            row.title,
+            row.base_revision,
+            row.solution_id,
+            row.solution_revision,
+            row.cluster,
+            row.reports,
+            last_verified,
+        )
 
 
 class ReviewQueue:
@@ -97,10 +99,13 @@ class ReviewQueue:
         counts = {name: 0 for name in REVIEW_REASONS}
         for entry in found:
             counts[entry.reason] += 1
-        never_verified = sum(1 for entry in found if entry.reason == "stale" and verified.get(entry.node_id) is None)
+        never_verified = sum(
+            1 for entry in found if entry.reason == "stale" and verified.get(entry.row.node_id) is None
+        )
         chosen = [entry for entry in found if entry.reason == reason] if reason else found
         page = [
-            Finding.of(entry.reason, entry.row, verified.get(entry.node_id)) for entry in chosen[start : start + limit]
+            Finding.of(entry.reason, entry.row, verified.get(entry.row.node_id))
+            for entry in chosen[start : start + limit]
         ]
         stale = await self.store.get_nodes([f.node_id for f in page if f.reason == "stale"])
         items = [item for f in page if (item := _review_entry(f, stale.get(f.node_id))) is not None]
@@ -145,14 +150,14 @@ class ReviewQueue:
             rows = await sources[reason](REVIEW_SCAN)
             exact = exact and len(rows) < REVIEW_SCAN
             if reason == "stale":
-                rows = [row for row in rows if row[ROW_NODE] not in listed]
-                verified = await self._last_verified([row[ROW_NODE] for row in rows if row[ROW_REPORTS]])
+                rows = [row for row in rows if row.node_id not in listed]
+                verified = await self._last_verified([row.node_id for row in rows if row.reports])
             for row in rows:
-                key = (row[ROW_NODE], row[ROW_SOLUTION])
+                key = (row.node_id, row.solution_id)
                 if key in seen:
                     continue
                 seen.add(key)
-                listed.add(row[ROW_NODE])
+                listed.add(row.node_id)
                 found.append(Found(reason, row))
         return ReviewFindings(found, verified, exact)
 

@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from knowmesh_mcp.core.rows import CandidateText, ChannelMatch, NodeRow, RevisionRow, RevisionWithDocument, SearchRow
+from knowmesh_mcp.core.rows import (
+    CandidateText,
+    ChannelMatch,
+    NodeRow,
+    ReviewRow,
+    RevisionRow,
+    RevisionWithDocument,
+    SearchRow,
+)
 from knowmesh_mcp.store.tables import CopiedTable
 
 CANDIDATE_CACHE = 8192  # node versions whose candidate text is kept across queries (a few MB)
@@ -138,6 +146,11 @@ REVISIONS_WITH_DOCUMENTS = f"""SELECT {", ".join("r." + c.strip() for c in REVIS
         v.document, v.solution_revisions
     FROM article_revisions r JOIN node_versions v ON v.version = r.version
     WHERE r.node_id = {{mark}} AND r.revision > {{mark}} ORDER BY r.revision"""
+
+
+def review_rows(rows: Iterable[Sequence[Any]]) -> list[ReviewRow]:
+    """A review query's rows (node id, title, current revision, solution id, solution revision, cluster, reports), named."""
+    return [ReviewRow(*row) for row in rows]
 
 
 def revision_with_document(row: Sequence[Any]) -> RevisionWithDocument:

@@ -30,6 +30,7 @@ from knowmesh_mcp.core.rows import (
     NodeRow,
     OutcomeReport,
     PinnedVersion,
+    ReviewRow,
     RevisionRow,
     RevisionWithDocument,
     SearchRow,
@@ -253,11 +254,11 @@ class Store(Protocol):
     shared: bool  # True when several servers may serve it at once (PostgreSQL): process state is not enough
     read_only: bool  # a file this process may only read: reads work, every write is `read_only_database`
 
-    async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
+    async def answers_in_state(self, failure_state: str, limit: int) -> list[ReviewRow]:
         """Current answers in `failure_state` in some cluster, most reports first."""
         ...
 
-    async def awaiting_second_verification(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+    async def awaiting_second_verification(self, before: str, limit: int) -> list[ReviewRow]:
         """Current answers, published before `before`, with exactly one independent solved report."""
         ...
 
@@ -321,7 +322,7 @@ class Store(Protocol):
         """(id, updated_at) of the answered, non-deprecated nodes in id order, from `offset` (the sitemap's)."""
         ...
 
-    async def failures_after_edit(self, limit: int) -> list[tuple[Any, ...]]:
+    async def failures_after_edit(self, limit: int) -> list[ReviewRow]:
         """Failure reports newer than the article's current revision: nobody acted on them yet."""
         ...
 
@@ -393,7 +394,7 @@ class Store(Protocol):
 
     async def service_issues(self, number: int | None = None, limit: int = 200) -> list[dict[str, Any]]: ...
 
-    async def stale_nodes(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+    async def stale_nodes(self, before: str, limit: int) -> list[ReviewRow]:
         """Answered nodes never verified, or last verified before `before`."""
         ...
 
@@ -417,7 +418,7 @@ class Store(Protocol):
         """Every token's agent, role and dates (never the hash), oldest first."""
         ...
 
-    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]: ...
+    async def unsolved_nodes(self, limit: int) -> list[ReviewRow]: ...
 
     def write(self) -> AbstractAsyncContextManager[Writer]:
         """One write transaction: all of it commits, or none of it does."""

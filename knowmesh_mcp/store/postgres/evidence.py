@@ -27,9 +27,10 @@ from knowmesh_mcp.core.rows import (
     DuplicateRow,
     LiveToken,
     OutcomeReport,
+    ReviewRow,
     StatsRow,
 )
-from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, utc_now
+from knowmesh_mcp.store.common import FEEDBACK_COLUMNS, STATS_COLUMNS, review_rows, utc_now
 from knowmesh_mcp.store.postgres.schema import migrations
 
 # The key `insert_row` returns (SQLite's rowid): the identity column of each table it is given.
@@ -121,58 +122,68 @@ class EvidenceReads:
             for r in rows
         ]
 
-    async def answers_in_state(self, failure_state: str, limit: int) -> list[tuple[Any, ...]]:
+    async def answers_in_state(self, failure_state: str, limit: int) -> list[ReviewRow]:
         """Current answers in `failure_state` in some cluster, most reports first."""
-        return await self._fetchall(
-            f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, s.cluster, s.sample_size
+        return review_rows(
+            await self._fetchall(
+                f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, s.cluster, s.sample_size
                 FROM node_stats s JOIN nodes n ON n.id = s.node_id JOIN node_versions v ON v.version = n.current_version
                 WHERE s.failure_state = %s AND s.solution_id != '' AND s.cluster != '' AND {CURRENT_ANSWER}
                   AND n.status != 'deprecated'
                 ORDER BY s.sample_size DESC, n.id COLLATE "C" LIMIT %s""",
-            (failure_state, limit),
+                (failure_state, limit),
+            )
         )
 
-    async def unsolved_nodes(self, limit: int) -> list[tuple[Any, ...]]:
-        return await self._fetchall(
-            """SELECT id, title, current_revision, NULL, NULL, NULL, 0 FROM nodes
+    async def unsolved_nodes(self, limit: int) -> list[ReviewRow]:
+        return review_rows(
+            await self._fetchall(
+                """SELECT id, title, current_revision, NULL, NULL, NULL, 0 FROM nodes
                WHERE has_answer = 0 AND status != 'deprecated' ORDER BY created_at COLLATE "C", id COLLATE "C" LIMIT %s""",
-            (limit,),
+                (limit,),
+            )
         )
 
-    async def failures_after_edit(self, limit: int) -> list[tuple[Any, ...]]:
+    async def failures_after_edit(self, limit: int) -> list[ReviewRow]:
         """Failure reports newer than the article's current revision: nobody acted on them yet."""
-        return await self._fetchall(
-            """SELECT n.id, n.title, n.current_revision, f.solution_id, f.solution_revision, f.cluster, count(*)
+        return review_rows(
+            await self._fetchall(
+                """SELECT n.id, n.title, n.current_revision, f.solution_id, f.solution_revision, f.cluster, count(*)
                FROM feedback f JOIN nodes n ON n.id = f.node_id
                WHERE f.outcome IN ('failed', 'dangerous') AND f.created_at > n.updated_at COLLATE "C"
                  AND n.status != 'deprecated'
                GROUP BY n.id, n.title, n.current_revision, f.solution_id, f.solution_revision, f.cluster
                ORDER BY count(*) DESC, n.id COLLATE "C", f.solution_id COLLATE "C", f.solution_revision,
                         f.cluster COLLATE "C" LIMIT %s""",
-            (limit,),
+                (limit,),
+            )
         )
 
-    async def stale_nodes(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+    async def stale_nodes(self, before: str, limit: int) -> list[ReviewRow]:
         """Answered nodes never verified, or last verified before `before`."""
-        return await self._fetchall(
-            """SELECT n.id, n.title, n.current_revision, NULL, NULL, NULL, coalesce(s.sample_size, 0)
+        return review_rows(
+            await self._fetchall(
+                """SELECT n.id, n.title, n.current_revision, NULL, NULL, NULL, coalesce(s.sample_size, 0)
                FROM nodes n LEFT JOIN node_stats s
                  ON s.node_id = n.id AND s.solution_id = '' AND s.solution_revision = 0 AND s.cluster = ''
                WHERE n.has_answer = 1 AND n.status != 'deprecated'
                  AND (s.last_verified IS NULL OR s.last_verified < %s COLLATE "C")
                ORDER BY n.id COLLATE "C" LIMIT %s""",
-            (before, limit),
+                (before, limit),
+            )
         )
 
-    async def awaiting_second_verification(self, before: str, limit: int) -> list[tuple[Any, ...]]:
+    async def awaiting_second_verification(self, before: str, limit: int) -> list[ReviewRow]:
         """Current answers, published before `before`, with exactly one independent solved report."""
-        return await self._fetchall(
-            f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, NULL, s.sample_size
+        return review_rows(
+            await self._fetchall(
+                f"""SELECT n.id, n.title, n.current_revision, s.solution_id, s.solution_revision, NULL, s.sample_size
                 FROM node_stats s JOIN nodes n ON n.id = s.node_id JOIN node_versions v ON v.version = n.current_version
                 WHERE s.cluster = '' AND s.solution_id != '' AND s.solved_agents = 1 AND n.updated_at < %s COLLATE "C"
                   AND {CURRENT_ANSWER} AND n.status != 'deprecated'
                 ORDER BY n.id COLLATE "C" LIMIT %s""",
-            (before, limit),
+                (before, limit),
+            )
         )
 
     async def dedupe_tasks(self, status: str | None, limit: int) -> list[dict[str, Any]]:
