@@ -18,7 +18,7 @@ DEFAULT_FEED_PAGE = 100
 
 
 class ChangeFeed:
-    """the change feed."""
+    """`Mesh.feed`: the change feed."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -18,7 +18,7 @@ from knowmesh_mcp.store import Store
 
 
 class Creating:
-    """new nodes."""
+    """`Mesh.creation`: new nodes."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -14,7 +14,7 @@ from knowmesh_mcp.store import DuplicateRow, Store
 
 
 class Dedupe:
-    """suspected duplicates settled by distinct agents' votes, never auto-merged."""
+    """`Mesh.dedupe`: suspected duplicates settled by distinct agents' votes, never auto-merged."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

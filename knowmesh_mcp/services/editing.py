@@ -69,7 +69,7 @@ def revision_entry(row: RevisionRow) -> dict[str, Any]:
 
 
 class ArticleEditing:
-    """current articles, edits, conflicts, undo and history (an article's read
+    """`Mesh.articles`: current articles, edits, conflicts, undo and history (an article's read
     carries what the node's read view says about it: `next`, `failures`)."""
 
     def __init__(self, store: Store, nodes: NodeReads) -> None:

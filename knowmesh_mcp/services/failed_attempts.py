@@ -24,7 +24,7 @@ MAX_FAILED_REPORTS = 10_000  # failure reports one /failures read lists
 
 
 class FailedAttempts:
-    """shared failed approaches while no answer applies (protocol section 5)."""
+    """`Mesh.failures`: shared failed approaches while no answer applies (protocol section 5)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -38,7 +38,7 @@ class ImportReport:
 
 
 class ImportExport:
-    """bulk import and export of documents."""
+    """`Mesh.documents`: bulk import and export of documents."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

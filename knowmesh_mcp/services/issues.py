@@ -21,7 +21,7 @@ ISSUE_FIELDS = ("endpoint", "request", "expected", "actual", "environment")
 
 
 class ServiceIssues:
-    """reports about the service itself (protocol section 12)."""
+    """`Mesh.issues`: reports about the service itself (protocol section 12)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -34,7 +34,7 @@ DEFAULT_LIST_LIMIT = 50
 
 
 class NodeReads:
-    """reads of nodes and lists of them."""
+    """`Mesh.nodes`: reads of nodes and lists of them."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

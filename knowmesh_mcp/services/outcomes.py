@@ -54,7 +54,7 @@ class OutcomeReport:
 
 
 class OutcomeReporting:
-    """outcome reports and the evidence they derive (protocol section 4)."""
+    """`Mesh.outcomes`: outcome reports and the evidence they derive (protocol section 4)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -74,7 +74,7 @@ class Finding:
 
 
 class ReviewQueue:
-    """what needs attention, highest priority first (protocol section 8)."""
+    """`Mesh.review`: what needs attention, highest priority first (protocol section 8)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -41,7 +41,7 @@ ECOSYSTEM_HINTS = (
 
 
 class Searching:
-    """search and the ranked candidates behind it."""
+    """`Mesh.searching`: search and the ranked candidates behind it."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

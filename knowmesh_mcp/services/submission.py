@@ -58,7 +58,7 @@ def _hour() -> str:
 
 
 class ClientAddresses:
-    """the keyed hash a client's address is known by."""
+    """`Mesh.addresses`: the keyed hash a client's address is known by."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -83,7 +83,7 @@ class SyncClock:
 
 
 class Syncing:
-    """`sync_from`, a pull from a remote mesh."""
+    """`Mesh.sync`: `sync_from`, a pull from a remote mesh."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
