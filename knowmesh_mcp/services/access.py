@@ -20,6 +20,8 @@ TOUCH_EVERY = timedelta(minutes=1)  # `last used` is a date for people, not a co
 
 
 class AgentTokens:
+    """`Mesh.tokens`: agent tokens, which prove who acts on a shared server."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 

@@ -17,6 +17,8 @@ from knowmesh_mcp.store import Store
 
 
 class Health:
+    """`Mesh.health`: is this database fit to serve, and what should its user know."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 

@@ -50,6 +50,8 @@ def moved(node_id: str, canonical: str) -> KnowmeshError:
 
 
 class Maintaining:
+    """`Mesh.maintenance`: maintainers' actions (status, merges, issue resolutions) and the audit log."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
