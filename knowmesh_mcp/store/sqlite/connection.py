@@ -278,8 +278,7 @@ async def _connect(path: str, *, identify: bool = False, read_only: bool = False
 async def _migrate(connection: aiosqlite.Connection) -> bool:
     """Apply pending migrations, each in its own transaction; True if the database was new."""
     await connection.execute(MIGRATIONS_TABLE)
-    async with connection.execute("SELECT coalesce(max(version), 0) FROM schema_migrations") as cursor:
-        (current,) = await cursor.fetchone()  # type: ignore[misc]
+    ((current,),) = await connection.execute_fetchall("SELECT coalesce(max(version), 0) FROM schema_migrations")
     created = current == 0
     for number, name, sql in migrations():
         if number <= current:

@@ -348,8 +348,7 @@ class NodeWrites:
         if not nodes:
             return
         now = utc_now()
-        async with self.connection.execute("SELECT coalesce(max(change_seq), 0) FROM nodes") as cursor:
-            (last_seq,) = await cursor.fetchone()  # type: ignore[misc]
+        ((last_seq,),) = await self.connection.execute_fetchall("SELECT coalesce(max(change_seq), 0) FROM nodes")
         await self.connection.executemany(
             """INSERT INTO nodes (id, ecosystem, status, title, current_version, current_revision,
                    has_answer, signature_hash, quoted_values, created_at, updated_at, change_seq)
