@@ -165,6 +165,30 @@ async def test_conflicts_over_http(http: httpx2.AsyncClient, make_doc):
     assert body["next"]["edit_article"]["path"] == "/v1/nodes/python/module-not-found-venv/article"
 
 
+ROUTE_ENDINGS = ("article", "revisions", "solutions", "failures", "feedback", "status", "versions")
+
+
+async def test_a_node_whose_slug_is_a_route_ending_is_read_at_its_path(http: httpx2.AsyncClient, make_doc):
+    """An id is `{ecosystem}/{slug}` (schema.md), so `/v1/nodes/python/article` is the node
+    python/article, not the article of a node `python`; its own routes follow its whole id."""
+    for slug in ROUTE_ENDINGS:
+        created = await http.post("/v1/nodes", json=make_doc(id=f"python/{slug}", error=f"ValueError: {slug} broke"))
+        assert created.status_code == 201, created.text
+    for slug in ROUTE_ENDINGS:
+        path = f"/v1/nodes/python/{slug}"
+        read = await http.get(path)
+        assert read.status_code == 200 and read.json()["id"] == f"python/{slug}", (path, read.text)
+        markdown = await http.get(path + ".md")
+        assert markdown.status_code == 200 and f"ValueError: {slug} broke" in markdown.text, path
+        article = await http.get(path + "/article")
+        assert article.status_code == 200 and article.json()["id"] == f"python/{slug}", (path, article.text)
+        history = await http.get(path + "/article/revisions")
+        assert history.status_code == 200 and history.json()["id"] == f"python/{slug}", (path, history.text)
+        failures = await http.get(path + "/failures")
+        assert failures.status_code == 200, (path, failures.text)
+        assert (await http.post(path, json={})).status_code == 405  # a node's path is read, never written
+
+
 @pytest.mark.anyio
 async def test_read_only_server_refuses_every_write(service: Mesh):
     from knowmesh_mcp.api.app import build_app
@@ -187,12 +211,13 @@ async def test_read_only_server_refuses_every_write(service: Mesh):
      ("GET", "/v1/nodes/python/x/status", 405, "POST", None),
      ("GET", "/v1/nodes/python/x/solutions", 405, "POST", None),
      ("PATCH", "/v1/nodes/python/x/versions/sha256:0.md", 405, "HEAD, GET", None),
-     ("GET", "/v1/nodes/x/article", 400, None, ("invalid_id", "x")),  # the id before the first suffix that ends the path
-     ("GET", "/v1/nodes/a/b/c/failures", 400, None, ("invalid_id", "a/b/c")),
+     ("GET", "/v1/nodes/python/x/article/x", 400, None, ("invalid_id", "python/x/article/x")),
+     ("GET", "/v1/nodes/a/b/c/failures", 400, None, ("invalid_id", "a/b/c/failures")),  # a suffix follows a whole id only
      ("GET", "/v1/nodes//s/versions/v", 400, None, ("invalid_id", "/s")),  # a pinned version: exactly four segments
      ("GET", "/v1/nodes/python/x/versions/a/b", 400, None, ("invalid_id", "python/x/versions/a/b")),
      ("GET", "/v1/nodes/python/x.md.md", 400, None, ("invalid_id", "python/x.md")),
-     ("POST", "/v1/nodes/x/solutions", 410, None, ("gone", None))],
+     ("POST", "/v1/nodes/python/x/solutions", 410, None, ("gone", None)),
+     ("POST", "/v1/nodes/x/solutions", 405, "HEAD, GET", None)],  # the node x/solutions, not x's solutions
 )
 async def test_node_routes_match_by_suffix_and_answer_405_with_allow(service: Mesh, method, path, status, allow, error):
     """Under /v1/nodes/ the first route whose path matches answers every method: a method it does

@@ -39,7 +39,8 @@ def test_every_route_of_the_app_is_documented():
     for route in app.routes:
         assert isinstance(route, Route)
         path = re.sub(r"\{(\w+):segment\}", r"{\1}", route.path)  # a node id whole, or its parts, as documented:
-        path = path.replace("{node:path}", "{ecosystem}/{slug}").replace("{rest:path}", "{ecosystem}/{slug}")
+        for whole in ("{node:path}", "{node:node}", "{rest:path}"):
+            path = path.replace(whole, "{ecosystem}/{slug}")
         by_method = getattr(route.endpoint, "__self__", None)  # a node route takes every method and answers 405 itself
         methods = set(by_method.handlers) if isinstance(by_method, ByMethod) else route.methods - {"HEAD"}
         routed |= {(path, method) for method in methods}

@@ -6,9 +6,10 @@ service, who acts, the write limit, the read-only flag) is the app's `ApiState` 
 once by `api.app.build_app` as `app.state.api` (its service opened by the app's lifespan). What the
 handlers share to read a request and answer is `api.http_io`; how the table is built, `api.table`.
 
-Under `/v1/nodes/` a node id is `{ecosystem}/{slug}` and holds a slash: those routes take it whole
-as `{node:path}` before their suffix, first suffix first, each answering every method (a method it
-does not serve: 405 with its own Allow), so a malformed id is the handler's 400 `invalid_id`.
+Under `/v1/nodes/` a node id is `{ecosystem}/{slug}` and holds a slash: a route with a suffix takes
+exactly those two segments (`{node:node}`), so `/v1/nodes/python/article` is that node; the node's
+own read takes the rest of the path (`{node:path}`), so a malformed id is its 400 `invalid_id`.
+Each answers every method (a method it does not serve: 405 with its own Allow).
 """
 
 from __future__ import annotations
@@ -419,12 +420,12 @@ ROUTES: tuple[Route, ...] = (
     route("/dedupe.md", GET=dedupe_md),
     route("/v1/nodes", GET=list_nodes, POST=create_node),
     # Under /v1/nodes/, in the order the paths are tried: the first whose path matches answers.
-    node_route("/v1/nodes/{node:path}/article/revisions", GET=article_history, POST=revise_article),
-    node_route("/v1/nodes/{node:path}/article", GET=read_article, PATCH=patch_article),
-    node_route("/v1/nodes/{node:path}/solutions", POST=solutions_gone),
-    node_route("/v1/nodes/{node:path}/failures", GET=list_failures, POST=report_failed_attempt),
-    node_route("/v1/nodes/{node:path}/feedback", GET=list_feedback),
-    node_route("/v1/nodes/{node:path}/status", POST=set_status),
+    node_route("/v1/nodes/{node:node}/article/revisions", GET=article_history, POST=revise_article),
+    node_route("/v1/nodes/{node:node}/article", GET=read_article, PATCH=patch_article),
+    node_route("/v1/nodes/{node:node}/solutions", POST=solutions_gone),
+    node_route("/v1/nodes/{node:node}/failures", GET=list_failures, POST=report_failed_attempt),
+    node_route("/v1/nodes/{node:node}/feedback", GET=list_feedback),
+    node_route("/v1/nodes/{node:node}/status", POST=set_status),
     node_route(VERSION + ".md", GET=read_version_markdown),
     node_route(VERSION, GET=read_version),
     node_route("/v1/nodes/{node:path}.md", GET=read_node_markdown),

@@ -1,6 +1,6 @@
 """How the `/v1` route table is built: a route per path serving a handler per method (`route`),
 routes under `/v1/nodes/` that answer every method with their own 405 (`node_route`), and the
-`{name:segment}` path convertor."""
+`{name:segment}` and `{name:node}` path convertors."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def route(path: str, **handlers: Handler) -> Route:
 
 def node_route(path: str, **handlers: Handler) -> Route:
     """A route under /v1/nodes/ that takes every method, so that the first path that matches
-    answers (a node id may end in what looks like another route's suffix), with its own 405."""
+    answers, with its own 405."""
     return Route(path, ByMethod(handlers).endpoint, methods=EVERY_METHOD)
 
 
@@ -60,4 +60,13 @@ class SegmentConvertor(Convertor[str]):
         return str(value)
 
 
+class NodeIdConvertor(SegmentConvertor):
+    """`{name:node}`: a node id's two segments. A route ending in a suffix (`/article`, `/status`)
+    takes only this, so the node `python/article` is read at `/v1/nodes/python/article` rather than
+    taken for the article of a node `python`; a malformed id falls through to the read route's 400."""
+
+    regex = "[^/]*/[^/]*"
+
+
 register_url_convertor("segment", SegmentConvertor())
+register_url_convertor("node", NodeIdConvertor())
