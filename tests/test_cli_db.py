@@ -374,6 +374,21 @@ def test_nested_defaults_do_not_overwrite_an_outer_value():
     assert (plain.db, plain.empty) == (None, False)
 
 
+@pytest.mark.parametrize("action", [["promote", "python/x"], ["merge", "3"], ["close-issue", "1", "--note", "n"],
+                                    ["flagged"], ["audit", "--target", "python/x"]])
+def test_admin_options_go_before_the_action_or_after_its_arguments(action):
+    """`admin promote X --json` as `admin --json promote X`: --remote, --token and --json anywhere."""
+    own = ["--remote", "http://team:8000", "--token", "t0k", "--json"]
+    before = vars(cli.build_parser().parse_args(["admin", *own, *action]))
+    after = vars(cli.build_parser().parse_args(["admin", *action, *own]))
+    assert before == after
+    assert (after["remote"], after["token"], after["json"]) == ("http://team:8000", "t0k", True)
+    plain = cli.build_parser().parse_args(["admin", *action])  # nested defaults undo nothing
+    assert (plain.remote, plain.token, plain.json) == (None, None, False)
+    outer = cli.build_parser().parse_args(["admin", "--json", "--remote", "http://team:8000", *action])
+    assert (outer.remote, outer.json) == ("http://team:8000", True)
+
+
 def starter_state(db: Path) -> str | None:
     connection = sqlite3.connect(db)
     try:

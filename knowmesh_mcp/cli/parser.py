@@ -223,16 +223,11 @@ def add_doctor(commands: Commands, common: Parser) -> None:
 def add_admin(commands: Commands, common: Parser) -> None:
     admin = commands.add_parser(
         "admin",
-        parents=[common],
+        parents=[common, admin_options()],
         help="maintainer actions, on the local database (or --remote URL with a maintainer token)",
     )
-    admin.add_argument(
-        "--remote", metavar="URL", help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)"
-    )
-    admin.add_argument("--token", help="a maintainer's token for --remote (default: $KNOWMESH_TOKEN)")
-    admin.add_argument("--json", action="store_true", help="print the result as JSON")
     actions = admin.add_subparsers(dest="admin_command", metavar="ACTION", required=True)
-    nested = [database_options(nested=True)]
+    nested = [database_options(nested=True), admin_options(nested=True)]
     add_status_actions(actions, nested)
     merge = actions.add_parser(
         "merge", parents=nested, help="confirm a flagged dedupe pair as one node (the other answers 301)"
@@ -244,6 +239,30 @@ def add_admin(commands: Commands, common: Parser) -> None:
     actions.add_parser("flagged", parents=nested, help="list dedupe pairs flagged for a merge")
     audit = actions.add_parser("audit", parents=nested, help="print the audit log of maintainer actions")
     audit.add_argument("--target", help="only this node id or issue number")
+
+
+def admin_options(*, nested: bool = False) -> Parser:
+    """--remote, --token and --json of `admin`, taken before its action and after the action's own
+    arguments, as `database_options` are (nested: no default of their own)."""
+    options = Parser(add_help=False)
+    options.add_argument(
+        "--remote",
+        metavar="URL",
+        default=argparse.SUPPRESS if nested else None,
+        help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)",
+    )
+    options.add_argument(
+        "--token",
+        default=argparse.SUPPRESS if nested else None,
+        help="a maintainer's token for --remote (default: $KNOWMESH_TOKEN)",
+    )
+    options.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if nested else False,
+        help="print the result as JSON",
+    )
+    return options
 
 
 def add_status_actions(actions: Commands, nested: list[Parser]) -> None:
