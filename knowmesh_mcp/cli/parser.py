@@ -48,6 +48,12 @@ def tool_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def outer(nested: bool, default: object) -> object:
+    """An option's default: none of its own on an action's parser (`nested`), so that it never
+    undoes the value the command's parser took before the action."""
+    return argparse.SUPPRESS if nested else default
+
+
 def database_options(*, nested: bool = False) -> Parser:
     """--db and --empty, as a parent of every subcommand that opens a database.
 
@@ -57,14 +63,14 @@ def database_options(*, nested: bool = False) -> Parser:
     options = Parser(add_help=False)
     options.add_argument(
         "--db",
-        default=argparse.SUPPRESS if nested else None,
+        default=outer(nested, None),
         help="database file, or postgresql://... for a team's mesh "
         "(default: $KNOWMESH_DB or ~/.local/share/knowmesh/knowmesh.db)",
     )
     options.add_argument(
         "--empty",
         action="store_true",
-        default=argparse.SUPPRESS if nested else False,
+        default=outer(nested, False),
         help="do not load the starter corpus into a new database",
     )
     return options
@@ -248,18 +254,18 @@ def admin_options(*, nested: bool = False) -> Parser:
     options.add_argument(
         "--remote",
         metavar="URL",
-        default=argparse.SUPPRESS if nested else None,
+        default=outer(nested, None),
         help="act on this mesh's HTTP API (token: --token or $KNOWMESH_TOKEN)",
     )
     options.add_argument(
         "--token",
-        default=argparse.SUPPRESS if nested else None,
+        default=outer(nested, None),
         help="a maintainer's token for --remote (default: $KNOWMESH_TOKEN)",
     )
     options.add_argument(
         "--json",
         action="store_true",
-        default=argparse.SUPPRESS if nested else False,
+        default=outer(nested, False),
         help="print the result as JSON",
     )
     return options

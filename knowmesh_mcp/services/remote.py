@@ -9,11 +9,15 @@ store, and mypy checks that each call an adapter makes exists on both.
 
 from __future__ import annotations
 
+import getpass
+import hashlib
+import os
+import socket
 from typing import Any
 from urllib.parse import quote
 
 from knowmesh_mcp.core.errors import KnowmeshError
-from knowmesh_mcp.core.identity import Actor
+from knowmesh_mcp.core.identity import Actor, acting
 from knowmesh_mcp.services.maintaining import following_merge, read_following_merge
 from knowmesh_mcp.services.outcomes import UNCOUNTED, Submission
 from knowmesh_mcp.services.remote_api import ByteBudget, RemoteApi, node_path
@@ -246,7 +250,13 @@ class RemoteMesh:
         await self.api.close()
 
     async def local_agent_id(self) -> str:
-        return await self.api.local_agent_id()
+        """KNOWMESH_AGENT_ID, else an id stable for this user, machine and remote (nothing stored)."""
+        if os.environ.get("KNOWMESH_AGENT_ID"):
+            return os.environ["KNOWMESH_AGENT_ID"]
+        seed = f"{getpass.getuser()}@{socket.gethostname()}|{self.base_url}"
+        return "local-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
     async def local_actor(self, agent: Any) -> Actor | None:
-        return await self.api.local_actor(agent)
+        """A stdio server's actor: with a token the remote decides; else the id the call names,
+        or the local agent's, which the remote takes as claimed or records as unproven."""
+        return None if self.api.token else acting(agent, None, "off", local_id=await self.local_agent_id())

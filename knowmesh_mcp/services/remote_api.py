@@ -13,11 +13,8 @@ user and password of a URL (`http://user:pass@host`) are sent as HTTP basic auth
 from __future__ import annotations
 
 import asyncio
-import getpass
-import hashlib
 import json
 import os
-import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -25,7 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx2
 
 from knowmesh_mcp.core.errors import KnowmeshError, remote_error
-from knowmesh_mcp.core.identity import Actor, acting
+from knowmesh_mcp.core.identity import Actor
 from knowmesh_mcp.core.limits import json_problem
 from knowmesh_mcp.services.publishing import require_node_id
 
@@ -151,7 +148,7 @@ class RemoteApi:
     `token` (else `KNOWMESH_TOKEN`) is sent as `Authorization: Bearer` on every call: the remote
     then proves who acted. Without one, a write names the local agent's id, which the remote
     takes as claimed (a personal mesh) or records as unproven (a team's mesh with auth on).
-    A call's `actor` (from `local_actor`) only fills in the id a body leaves out.
+    A call's `actor` (from `RemoteMesh.local_actor`) only fills in the id a body leaves out.
 
     The user and password of `base_url` go as HTTP basic auth (a proxy in front of the team's
     server); basic auth takes the Authorization header, so the bearer is not sent with them.
@@ -251,19 +248,7 @@ class RemoteApi:
             raise remote_error(f"{self.base_url}{path} did not answer with a JSON object")
         return body
 
-    # -- who acts --------------------------------------------------------------------------
-
-    async def local_agent_id(self) -> str:
-        """KNOWMESH_AGENT_ID, else an id stable for this user, machine and remote (nothing stored)."""
-        if os.environ.get("KNOWMESH_AGENT_ID"):
-            return os.environ["KNOWMESH_AGENT_ID"]
-        seed = f"{getpass.getuser()}@{socket.gethostname()}|{self.base_url}"
-        return "local-" + hashlib.sha256(seed.encode()).hexdigest()[:16]
-
-    async def local_actor(self, agent: Any) -> Actor | None:
-        """A stdio server's actor: with a token the remote decides; else the id the call names,
-        or the local agent's, which the remote takes as claimed or records as unproven."""
-        return None if self.token else acting(agent, None, "off", local_id=await self.local_agent_id())
+    # -- the agent a write sends --------------------------------------------------------------
 
     @staticmethod
     def agent_field(agent: Any, actor: Actor | None) -> Any:
